@@ -1,0 +1,214 @@
+//! The Binary Merkle Tree hash of a chunk payload and the content-addressed chunk (CAC)
+//! address built on it, bit for bit as bee computes them (`pkg/bmt/reference`,
+//! `pkg/cac`; BPS.md §3).
+//!
+//! Owns: [`bmt_root`], [`cac_address`] and bee's `cac.Valid` as [`validate_cac`].
+//!
+//! Never: checks the span against the payload length (bee takes the span as given, and so
+//! do we), allocates, or touches signatures. A payload longer than [`CHUNK_SIZE`] is a
+//! caller bug for [`bmt_root`]/[`cac_address`] (callers parse lengths first, e.g.
+//! [`crate::SocRef::parse`]); [`validate_cac`] takes raw peer bytes and returns an error.
+//!
+//! The tree: the payload is zero-padded to 4096 bytes, cut into 128 segments of 32 bytes,
+//! and pairs are hashed upward with `keccak256(left ‖ right)` for 7 levels (128 → 1).
+//! Subtrees that hold only padding have a fixed hash per height, computed once; a short
+//! payload therefore costs only the hashes on its own path, with the same result as
+//! hashing the zeros.
+
+use std::sync::OnceLock;
+
+use crate::hexfmt::Hex;
+use crate::wire::{Hash, keccak256};
+
+/// Bytes in one BMT leaf segment (one keccak output).
+pub const SEGMENT_SIZE: usize = 32;
+/// Leaf segments in a full chunk: `CHUNK_SIZE / SEGMENT_SIZE`.
+pub const BRANCHES: usize = 128;
+/// Largest chunk payload in bytes (bee `swarm.ChunkSize`).
+pub const CHUNK_SIZE: usize = SEGMENT_SIZE * BRANCHES;
+/// Bytes of the little-endian span that precedes a CAC payload (bee `swarm.SpanSize`).
+pub const SPAN_SIZE: usize = 8;
+
+/// Hashing levels from 128 leaves to the root.
+const LEVELS: usize = BRANCHES.trailing_zeros() as usize;
+const _: () = assert!(1 << LEVELS == BRANCHES && CHUNK_SIZE == 4096 && LEVELS == 7);
+
+/// `ZERO_SUBTREE[h]` is the hash of a subtree of height `h` over zero bytes
+/// (`h = 0`: one zero segment).
+fn zero_subtrees() -> &'static [Hash; LEVELS + 1] {
+    static ZERO_SUBTREE: OnceLock<[Hash; LEVELS + 1]> = OnceLock::new();
+    ZERO_SUBTREE.get_or_init(|| {
+        let mut hashes = [[0u8; 32]; LEVELS + 1];
+        for height in 1..=LEVELS {
+            let child = hashes[height - 1];
+            let mut pair = [0u8; 2 * SEGMENT_SIZE];
+            pair[..SEGMENT_SIZE].copy_from_slice(&child);
+            pair[SEGMENT_SIZE..].copy_from_slice(&child);
+            hashes[height] = keccak256(&pair);
+        }
+        hashes
+    })
+}
+
+/// The BMT root of `payload` (bee `bmt/reference.RefHasher(keccak256, 128)`), without the
+/// span.
+///
+/// # Panics
+/// If `payload` is longer than [`CHUNK_SIZE`]: that is the caller's length check missing,
+/// never a peer fault (peer bytes go through [`crate::SocRef::parse`] or
+/// [`validate_cac`], which return errors).
+pub fn bmt_root(payload: &[u8]) -> Hash {
+    assert!(
+        payload.len() <= CHUNK_SIZE,
+        "bmt_root: payload of {} bytes exceeds the chunk size {CHUNK_SIZE}",
+        payload.len()
+    );
+    let zero = zero_subtrees();
+    if payload.is_empty() {
+        return zero[LEVELS];
+    }
+
+    // One buffer, hashed in place level by level: node `i` of the next level is written
+    // over bytes `32i..32i+32`, which belong to pairs already consumed.
+    let mut nodes = [0u8; CHUNK_SIZE];
+    nodes[..payload.len()].copy_from_slice(payload);
+    let mut width = BRANCHES;
+    // Nodes at the current level whose subtree holds payload bytes; the rest are padding.
+    let mut live = payload.len().div_ceil(SEGMENT_SIZE);
+    for zero_parent in &zero[1..] {
+        let parents = width / 2;
+        let live_parents = live.div_ceil(2);
+        for parent in 0..live_parents {
+            let pair = 2 * SEGMENT_SIZE * parent;
+            let digest = keccak256(&nodes[pair..pair + 2 * SEGMENT_SIZE]);
+            nodes[SEGMENT_SIZE * parent..SEGMENT_SIZE * (parent + 1)].copy_from_slice(&digest);
+        }
+        for parent in live_parents..parents {
+            nodes[SEGMENT_SIZE * parent..SEGMENT_SIZE * (parent + 1)].copy_from_slice(zero_parent);
+        }
+        width = parents;
+        live = live_parents;
+    }
+    let mut root = [0u8; 32];
+    root.copy_from_slice(&nodes[..SEGMENT_SIZE]);
+    root
+}
+
+/// The CAC address `keccak256(span ‖ bmt_root(payload))`. The span is taken as given.
+///
+/// # Panics
+/// If `payload` is longer than [`CHUNK_SIZE`] (see [`bmt_root`]).
+pub fn cac_address(span: [u8; SPAN_SIZE], payload: &[u8]) -> Hash {
+    let root = bmt_root(payload);
+    let mut preimage = [0u8; SPAN_SIZE + SEGMENT_SIZE];
+    preimage[..SPAN_SIZE].copy_from_slice(&span);
+    preimage[SPAN_SIZE..].copy_from_slice(&root);
+    keccak256(&preimage)
+}
+
+/// Why raw bytes are not the CAC at an expected address (bee `cac.Valid`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacError {
+    /// Fewer bytes than the span.
+    TooShort { len: usize, min: usize },
+    /// More bytes than span plus a full payload.
+    TooLong { len: usize, max: usize },
+    /// The bytes hash to `computed`, which is not the expected address.
+    AddressMismatch { computed: Hash },
+}
+
+impl core::fmt::Display for CacError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::TooShort { len, min } => {
+                write!(
+                    f,
+                    "CAC data of {len} bytes is shorter than its {min}-byte span"
+                )
+            }
+            Self::TooLong { len, max } => {
+                write!(f, "CAC data of {len} bytes exceeds the maximum {max}")
+            }
+            Self::AddressMismatch { computed } => write!(
+                f,
+                "CAC data hashes to {}, not to the expected address",
+                Hex(computed)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CacError {}
+
+/// Bee's `cac.Valid`: `data = span(8) ‖ payload(≤ 4096)` must hash to `expected`
+/// (compared as raw bytes, so an expected address of the wrong length never matches).
+/// Returns the computed address.
+pub fn validate_cac(data: &[u8], expected: &[u8]) -> Result<Hash, CacError> {
+    let Some((span, payload)) = data.split_first_chunk::<SPAN_SIZE>() else {
+        return Err(CacError::TooShort {
+            len: data.len(),
+            min: SPAN_SIZE,
+        });
+    };
+    if payload.len() > CHUNK_SIZE {
+        return Err(CacError::TooLong {
+            len: data.len(),
+            max: SPAN_SIZE + CHUNK_SIZE,
+        });
+    }
+    let computed = cac_address(*span, payload);
+    if computed.as_slice() == expected {
+        Ok(computed)
+    } else {
+        Err(CacError::AddressMismatch { computed })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The obvious recursive definition over the zero-padded buffer, to check the
+    /// zero-subtree shortcut against.
+    fn reference_root(payload: &[u8]) -> Hash {
+        fn node(data: &[u8]) -> Hash {
+            if data.len() == 2 * SEGMENT_SIZE {
+                return keccak256(data);
+            }
+            let (left, right) = data.split_at(data.len() / 2);
+            let mut pair = [0u8; 64];
+            pair[..32].copy_from_slice(&node(left));
+            pair[32..].copy_from_slice(&node(right));
+            keccak256(&pair)
+        }
+        let mut padded = vec![0u8; CHUNK_SIZE];
+        padded[..payload.len()].copy_from_slice(payload);
+        node(&padded)
+    }
+
+    #[test]
+    fn shortcut_matches_reference_at_every_boundary() {
+        let data: Vec<u8> = (0..CHUNK_SIZE).map(|i| (i * 7 + 3) as u8).collect();
+        for len in [
+            0, 1, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1000, 2047, 2048, 2049, 4064, 4095, 4096,
+        ] {
+            assert_eq!(
+                bmt_root(&data[..len]),
+                reference_root(&data[..len]),
+                "len {len}"
+            );
+        }
+    }
+
+    #[test]
+    fn zero_payload_equals_empty_payload() {
+        assert_eq!(bmt_root(&[]), bmt_root(&[0u8; CHUNK_SIZE]));
+        assert_eq!(bmt_root(&[0u8; 5]), bmt_root(&[]));
+    }
+
+    #[test]
+    #[should_panic(expected = "exceeds the chunk size")]
+    fn oversized_payload_is_an_invariant_violation() {
+        let _ = bmt_root(&[0u8; CHUNK_SIZE + 1]);
+    }
+}
