@@ -1,0 +1,874 @@
+//! The terminal client: the loops behind `bps sub`, `bps pub`, `bps roster` and `bps eos`.
+//!
+//! Owns: driving a [`Session`] with a [`Subscriber`] (every received frame verified end to
+//! end, R41) or a [`Publisher`] (claim, publish, reconnect with re-signing), the R38 backoff
+//! between streams, the overall timeout, and the lines printed for each event.
+//!
+//! Never: decides what is valid (the subscriber does), signs (the publisher does), or
+//! exits the process: every outcome is a value the binary maps to an exit code. A refused
+//! Join ends the run with [`ClientError::Refused`]; a reset stream is retried after a backoff
+//! delay unless reconnecting is off.
+
+use std::io::{self, Write};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bps_proto::{Address, Spec, Status};
+use serde_json::json;
+
+use crate::backoff::Backoff;
+use crate::publisher::{Outgoing, Publisher, Role};
+use crate::session::{JoinOutcome, Session, SessionConfig, SessionError};
+use crate::subscriber::{Event, Subscriber};
+
+/// How long a finished stream waits for the broker to close after our last frame.
+pub const CLOSE_LINGER: Duration = Duration::from_secs(1);
+
+/// Longest single wait on the socket, so the loops look at their deadlines and inputs.
+const POLL_STEP: Duration = Duration::from_millis(200);
+
+/// Wait between looks at stdin while a publisher has nothing else to do.
+const INPUT_POLL: Duration = Duration::from_millis(20);
+
+/// Why a run ended without success.
+#[derive(Debug)]
+pub enum ClientError {
+    /// The broker answered the Join with FULL or REJECTED (exit code 3).
+    Refused(Status),
+    /// Anything else: a stream error without reconnecting, a timeout, a revocation, the
+    /// channel's end for a publisher (exit code 1).
+    Failed(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused(status) => write!(formatter, "join refused: {}", status.as_str_name()),
+            Self::Failed(message) => formatter.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// Where to connect and how to behave between streams.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// `HOST:PORT`.
+    pub target: String,
+    /// Timeouts of each stream.
+    pub session: SessionConfig,
+    /// Reconnect after a reset (R38 backoff) instead of failing.
+    pub reconnect: bool,
+    /// Give up after this long.
+    pub timeout: Option<Duration>,
+}
+
+/// `bps sub`'s options.
+#[derive(Debug, Clone)]
+pub struct SubOptions {
+    /// The cohort.
+    pub spec: Spec,
+    /// The address to join as (a random one makes a spectator).
+    pub addr: Address,
+    /// Print JSON lines instead of payload lines.
+    pub json: bool,
+    /// Stop after this many DATA messages.
+    pub count: Option<u64>,
+}
+
+/// The terminal's two streams.
+#[derive(Debug)]
+pub struct Output<O, E> {
+    /// Payloads or JSON lines.
+    pub out: O,
+    /// Notices and warnings.
+    pub err: E,
+}
+
+impl<O: Write, E: Write> Output<O, E> {
+    fn line(&mut self, text: &str) -> io::Result<()> {
+        writeln!(self.out, "{text}")?;
+        self.out.flush()
+    }
+
+    fn note(&mut self, text: &str) {
+        // Notices are best effort: a closed stderr must not end a subscription.
+        let _ = writeln!(self.err, "{text}");
+    }
+}
+
+/// How a run that printed to a closed pipe ends: as a success (`bps sub | head -1`).
+fn printed(result: io::Result<()>) -> Result<bool, ClientError> {
+    match result {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(error) => Err(ClientError::Failed(format!("stdout: {error}"))),
+    }
+}
+
+/// A deadline and the R38 schedule shared by the loops.
+struct Pacing {
+    deadline: Option<Instant>,
+    backoff: Backoff,
+}
+
+impl Pacing {
+    fn new(timeout: Option<Duration>) -> Self {
+        Self {
+            deadline: timeout.map(|timeout| Instant::now() + timeout),
+            backoff: Backoff::new(),
+        }
+    }
+
+    fn expired(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+    }
+
+    /// `wait`, shortened to the deadline.
+    fn bounded(&self, wait: Duration) -> Duration {
+        self.deadline.map_or(wait, |deadline| {
+            wait.min(deadline.saturating_duration_since(Instant::now()))
+        })
+    }
+
+    /// Sleeps for the next backoff delay (bounded by the deadline); `false` if the
+    /// deadline passed.
+    fn back_off<O: Write, E: Write>(&mut self, output: &mut Output<O, E>, why: &str) -> bool {
+        let delay = self.backoff.next_delay();
+        output.note(&format!(
+            "warning: {why}; retrying in {:.1} s",
+            delay.as_secs_f64()
+        ));
+        thread::sleep(self.bounded(delay));
+        !self.expired()
+    }
+}
+
+/// Opens a stream, retrying with backoff on connection errors when allowed.
+fn open<O: Write, E: Write>(
+    connection: &Connection,
+    spec: &Spec,
+    addr: &Address,
+    pacing: &mut Pacing,
+    output: &mut Output<O, E>,
+) -> Result<Option<Session>, ClientError> {
+    loop {
+        match Session::join(&connection.target, spec, addr, connection.session) {
+            Ok(JoinOutcome::Joined(session)) => {
+                pacing.backoff.reset();
+                return Ok(Some(session));
+            }
+            Ok(JoinOutcome::Refused(status)) => return Err(ClientError::Refused(status)),
+            Err(error) if connection.reconnect => {
+                if !pacing.back_off(output, &error.to_string()) {
+                    return Ok(None);
+                }
+            }
+            Err(error) => return Err(ClientError::Failed(error.to_string())),
+        }
+    }
+}
+
+/// Runs `bps sub`: joins, verifies and prints every frame until `count` DATA messages, an
+/// EOS or the timeout. A timeout is a failure only when `count` was given and not reached.
+pub fn run_sub<O: Write, E: Write>(
+    connection: &Connection,
+    options: &SubOptions,
+    output: &mut Output<O, E>,
+) -> Result<(), ClientError> {
+    let mut subscriber = Subscriber::new(options.spec);
+    let mut pacing = Pacing::new(connection.timeout);
+    let mut received = 0u64;
+    let timed_out = |received: u64| match options.count {
+        Some(count) if received < count => Err(ClientError::Failed(format!(
+            "timed out with {received} of {count} messages"
+        ))),
+        _ => Ok(()),
+    };
+    if options.count == Some(0) {
+        return Ok(());
+    }
+    loop {
+        let Some(mut session) = open(
+            connection,
+            &options.spec,
+            &options.addr,
+            &mut pacing,
+            output,
+        )?
+        else {
+            return timed_out(received);
+        };
+        let joined = if options.json {
+            printed(
+                output.line(
+                    &json!({
+                        "kind": "joined",
+                        "addr": hex::encode(options.addr),
+                        "challenge": hex::encode(session.challenge()),
+                    })
+                    .to_string(),
+                ),
+            )?
+        } else {
+            output.note(&format!(
+                "joined {} as 0x{}",
+                connection.target,
+                hex::encode(options.addr)
+            ));
+            true
+        };
+        if !joined {
+            return Ok(());
+        }
+        // The run ends at a count, an EOS or the deadline; how the close goes no longer
+        // matters then, so `finish` errors are ignored below.
+        let reset = loop {
+            if pacing.expired() {
+                let _ = session.finish(Duration::ZERO);
+                return timed_out(received);
+            }
+            let body = match session.recv(pacing.bounded(POLL_STEP)) {
+                Ok(Some(body)) => body,
+                Ok(None) => continue,
+                Err(error) => break error,
+            };
+            let event = subscriber.on_frame(body);
+            if !printed(print_event(&event, options.json, output))? {
+                return Ok(());
+            }
+            match event {
+                Event::Data { .. } => {
+                    received += 1;
+                    if options.count.is_some_and(|count| received >= count) {
+                        let _ = session.finish(Duration::ZERO);
+                        return Ok(());
+                    }
+                }
+                Event::Eos => {
+                    let _ = session.finish(Duration::ZERO);
+                    return Ok(());
+                }
+                Event::Roster { .. } | Event::Dropped { .. } => {}
+            }
+        };
+        if !connection.reconnect {
+            return Err(ClientError::Failed(reset.to_string()));
+        }
+        if !pacing.back_off(output, &format!("stream reset: {reset}")) {
+            return timed_out(received);
+        }
+    }
+}
+
+/// Prints one subscriber event: JSON lines on stdout, or the payload as a line on stdout
+/// and everything else on stderr.
+fn print_event<O: Write, E: Write>(
+    event: &Event,
+    json_lines: bool,
+    output: &mut Output<O, E>,
+) -> io::Result<()> {
+    match event {
+        Event::Data {
+            owner,
+            index,
+            payload,
+        } => {
+            if json_lines {
+                output.line(
+                    &json!({
+                        "kind": "data",
+                        "owner": hex::encode(owner),
+                        "index": index,
+                        "payload_hex": hex::encode(payload),
+                        "payload_utf8": String::from_utf8_lossy(payload),
+                    })
+                    .to_string(),
+                )
+            } else {
+                output.line(&String::from_utf8_lossy(payload))
+            }
+        }
+        Event::Roster {
+            index,
+            publishers,
+            gap,
+        } => {
+            let names: Vec<String> = publishers.iter().map(hex::encode).collect();
+            if let Some(gap) = gap {
+                output.note(&format!("warning: liveness fault: {gap}"));
+            }
+            if json_lines {
+                let mut line = json!({ "kind": "roster", "index": index, "publishers": names });
+                if let Some(gap) = gap {
+                    line["liveness_fault"] = json!(gap.to_string());
+                }
+                output.line(&line.to_string())
+            } else {
+                output.note(&format!("roster {index}: [{}]", names.join(", ")));
+                Ok(())
+            }
+        }
+        Event::Eos => {
+            if json_lines {
+                output.line(&json!({ "kind": "eos" }).to_string())
+            } else {
+                output.note("eos: the admin ended the channel");
+                Ok(())
+            }
+        }
+        Event::Dropped { reason } => {
+            if json_lines {
+                output.line(&json!({ "kind": "dropped", "reason": reason.to_string() }).to_string())
+            } else {
+                output.note(&format!("dropped: {reason}"));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `bps pub`'s (and `roster`'s, `eos`'s) pacing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PubOptions {
+    /// At most this many frames per second.
+    pub rate: Option<f64>,
+}
+
+/// Runs a publisher: joins as its key, claims when pending (AUTH at index 0), writes the
+/// queue and then every line from `lines` (if any) until the queue is empty and `lines` is
+/// closed, printing one JSON line per frame written. A reset re-joins (backoff) and the
+/// unwritten publications are signed again under the new stream's challenge.
+pub fn run_pub<O: Write, E: Write>(
+    connection: &Connection,
+    options: PubOptions,
+    mut publisher: Publisher,
+    lines: Option<Receiver<Vec<u8>>>,
+    output: &mut Output<O, E>,
+) -> Result<(), ClientError> {
+    let spec = *publisher.spec();
+    let addr = publisher.addr();
+    let mut subscriber = Subscriber::new(spec);
+    let mut pacing = Pacing::new(connection.timeout);
+    let interval = options
+        .rate
+        .filter(|rate| *rate > 0.0)
+        .map(|rate| Duration::from_secs_f64(1.0 / rate));
+    let mut next_send = Instant::now();
+    let mut lines = lines;
+    let timed_out = |publisher: &Publisher| {
+        ClientError::Failed(format!(
+            "timed out with {} publications unwritten",
+            publisher.queued()
+        ))
+    };
+    loop {
+        let Some(mut session) = open(connection, &spec, &addr, &mut pacing, output)? else {
+            return Err(timed_out(&publisher));
+        };
+        publisher.begin_session(*session.challenge());
+        output.note(&format!(
+            "joined {} as 0x{}",
+            connection.target,
+            hex::encode(addr)
+        ));
+        if publisher.role() == Some(Role::AwaitingRoster) {
+            output.note(&format!(
+                "waiting for a roster naming 0x{}",
+                hex::encode(addr)
+            ));
+        }
+        let reset = loop {
+            if pacing.expired() {
+                return Err(timed_out(&publisher));
+            }
+            // Everything the broker sent: rosters grant or revoke, the rest is not ours.
+            match drain(&mut session, &mut subscriber, &mut publisher) {
+                Ok(Drained::Open) => {}
+                Ok(Drained::Eos) => {
+                    return Err(ClientError::Failed(
+                        "the admin ended the channel (EOS)".to_owned(),
+                    ));
+                }
+                Err(error) => break error,
+            }
+            if publisher.role() == Some(Role::Revoked) {
+                return Err(ClientError::Failed(format!(
+                    "revoked: the roster no longer names 0x{}",
+                    hex::encode(addr)
+                )));
+            }
+            let input_open = take_lines(&mut lines, &mut publisher, output);
+            let now = Instant::now();
+            if now >= next_send {
+                let outgoing = publisher
+                    .next_frame()
+                    .map_err(|error| ClientError::Failed(error.to_string()))?;
+                if let Some(outgoing) = outgoing {
+                    if let Err(error) = session.send(&outgoing.signed.frame) {
+                        break error;
+                    }
+                    publisher.mark_sent();
+                    if !printed(output.line(&outgoing_json(&outgoing, &addr)))? {
+                        return Ok(());
+                    }
+                    if let Some(interval) = interval {
+                        next_send = now + interval;
+                    }
+                    continue;
+                }
+            }
+            let idle = publisher.queued() == 0 && publisher.role() == Some(Role::Publisher);
+            if idle && !input_open {
+                return session
+                    .finish(CLOSE_LINGER)
+                    .map_err(|error| ClientError::Failed(error.to_string()));
+            }
+            let wait = if publisher.queued() > 0 && publisher.role() == Some(Role::Publisher) {
+                next_send.saturating_duration_since(now)
+            } else if input_open {
+                INPUT_POLL
+            } else {
+                POLL_STEP
+            };
+            match session.recv(pacing.bounded(wait)) {
+                Ok(Some(body)) => apply(&mut subscriber, &mut publisher, body)?,
+                Ok(None) => {}
+                Err(error) => break error,
+            }
+        };
+        publisher.end_session();
+        if !connection.reconnect {
+            return Err(ClientError::Failed(reset.to_string()));
+        }
+        if !pacing.back_off(output, &format!("stream reset: {reset}")) {
+            return Err(timed_out(&publisher));
+        }
+    }
+}
+
+enum Drained {
+    Open,
+    Eos,
+}
+
+/// Handles every frame already received, without waiting.
+fn drain(
+    session: &mut Session,
+    subscriber: &mut Subscriber,
+    publisher: &mut Publisher,
+) -> Result<Drained, SessionError> {
+    while let Some(body) = session.recv(Duration::ZERO)? {
+        if apply(subscriber, publisher, body).is_err() {
+            return Ok(Drained::Eos);
+        }
+    }
+    Ok(Drained::Open)
+}
+
+/// Verifies one received frame; a roster goes to the publisher. `Err` on EOS.
+fn apply(
+    subscriber: &mut Subscriber,
+    publisher: &mut Publisher,
+    body: bytes::Bytes,
+) -> Result<(), ClientError> {
+    match subscriber.on_frame(body) {
+        Event::Roster { publishers, .. } => {
+            publisher.on_roster(&publishers);
+            Ok(())
+        }
+        Event::Eos => Err(ClientError::Failed(
+            "the admin ended the channel (EOS)".to_owned(),
+        )),
+        Event::Data { .. } | Event::Dropped { .. } => Ok(()),
+    }
+}
+
+/// Queues every line already read from stdin; `false` once stdin is closed and drained.
+fn take_lines<O: Write, E: Write>(
+    lines: &mut Option<Receiver<Vec<u8>>>,
+    publisher: &mut Publisher,
+    output: &mut Output<O, E>,
+) -> bool {
+    let Some(receiver) = lines.as_ref() else {
+        return false;
+    };
+    loop {
+        match receiver.try_recv() {
+            Ok(line) => {
+                if let Err(error) = publisher.enqueue_data(line) {
+                    output.note(&format!("warning: line not published: {error}"));
+                }
+            }
+            Err(TryRecvError::Empty) => return true,
+            Err(TryRecvError::Disconnected) => {
+                *lines = None;
+                return false;
+            }
+        }
+    }
+}
+
+/// The JSON line printed for a written frame.
+pub fn outgoing_json(outgoing: &Outgoing, owner: &Address) -> String {
+    json!({
+        "kind": outgoing.kind.as_str_name().to_ascii_lowercase(),
+        "index": outgoing.index,
+        "id": hex::encode(outgoing.id),
+        "owner": hex::encode(owner),
+        "address": hex::encode(outgoing.address),
+        "payload_len": outgoing.payload_len,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    use bps_proto::{
+        Ack, Binding, Broadcast, FRAME_BYTES_MAX_DEFAULT, Hash, Kind, decode_broadcast,
+        encode_frame, encode_roster, next_frame, session_chunk_id,
+    };
+    use bps_verify::{SigningKey, SocRef, sign_broadcast};
+    use bytes::{Bytes, BytesMut};
+
+    use super::*;
+    use crate::publisher::PublisherConfig;
+
+    const TOPIC: Hash = [0x42; 32];
+
+    /// What a scripted peer does on one connection: read the Join, answer `ack`, write
+    /// `frames`, then read Broadcasts until `read` of them arrived (then close) or EOF.
+    struct Script {
+        ack: Ack,
+        frames: Vec<Bytes>,
+        read: Option<usize>,
+    }
+
+    fn ok(challenge: Hash) -> Ack {
+        Ack {
+            status: Status::Ok as i32,
+            challenge: Bytes::copy_from_slice(&challenge),
+        }
+    }
+
+    fn read_frame(stream: &mut std::net::TcpStream, buf: &mut BytesMut) -> Option<Bytes> {
+        loop {
+            if let Some(body) = next_frame(buf, FRAME_BYTES_MAX_DEFAULT).expect("frame") {
+                return Some(body);
+            }
+            let mut chunk = [0u8; 4096];
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(read) => buf.extend_from_slice(&chunk[..read]),
+            }
+        }
+    }
+
+    /// A peer that plays `scripts`, one per connection, and returns what each one read.
+    fn peer(scripts: Vec<Script>) -> (String, thread::JoinHandle<Vec<Vec<Broadcast>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let target = listener.local_addr().expect("addr").to_string();
+        let handle = thread::spawn(move || {
+            let mut streams = Vec::new();
+            for script in scripts {
+                let (mut stream, _) = listener.accept().expect("accept");
+                let mut buf = BytesMut::new();
+                read_frame(&mut stream, &mut buf).expect("join");
+                stream.write_all(&encode_frame(&script.ack)).expect("ack");
+                for frame in &script.frames {
+                    stream.write_all(frame).expect("frame");
+                }
+                let mut read = Vec::new();
+                while script.read.is_none_or(|limit| read.len() < limit) {
+                    match read_frame(&mut stream, &mut buf) {
+                        Some(body) => read.push(decode_broadcast(body).expect("broadcast")),
+                        None => break,
+                    }
+                }
+                streams.push(read);
+            }
+            streams
+        });
+        (target, handle)
+    }
+
+    fn connection(target: String, reconnect: bool) -> Connection {
+        Connection {
+            target,
+            session: SessionConfig::default(),
+            reconnect,
+            timeout: Some(Duration::from_secs(20)),
+        }
+    }
+
+    fn key(byte: u8) -> SigningKey {
+        SigningKey::from_bytes(&[byte; 32]).expect("key")
+    }
+
+    fn explicit(admin: &SigningKey) -> Spec {
+        Spec {
+            topic: TOPIC,
+            binding: Binding::FeedTopic,
+            admin: Some(admin.address()),
+            all: false,
+            history: false,
+            closed: false,
+        }
+    }
+
+    fn terminal() -> Output<Vec<u8>, Vec<u8>> {
+        Output {
+            out: Vec::new(),
+            err: Vec::new(),
+        }
+    }
+
+    fn lines(bytes: &[u8]) -> Vec<serde_json::Value> {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("json line"))
+            .collect()
+    }
+
+    #[test]
+    fn pub_claims_then_publishes_and_closes_cleanly() {
+        let admin = key(1);
+        let (target, peer) = peer(vec![Script {
+            ack: ok([7; 32]),
+            frames: Vec::new(),
+            read: None,
+        }]);
+        let config = PublisherConfig {
+            data_index_start: 3,
+            ..PublisherConfig::default()
+        };
+        let mut publisher = Publisher::new(explicit(&admin), admin.clone(), config).expect("fits");
+        publisher.enqueue_data(&b"one"[..]).expect("data");
+        publisher.enqueue_data(&b"two"[..]).expect("data");
+        let mut output = terminal();
+        run_pub(
+            &connection(target, false),
+            PubOptions::default(),
+            publisher,
+            None,
+            &mut output,
+        )
+        .expect("published");
+        let read = peer.join().expect("peer").remove(0);
+        let kinds: Vec<(i32, u64)> = read.iter().map(|frame| (frame.kind, frame.index)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (Kind::Auth as i32, 0),
+                (Kind::Data as i32, 3),
+                (Kind::Data as i32, 4)
+            ]
+        );
+        let printed = lines(&output.out);
+        assert_eq!(printed.len(), 3);
+        assert_eq!(printed[0]["kind"], "auth");
+        assert_eq!(printed[1]["kind"], "data");
+        assert_eq!(printed[1]["index"], 3);
+        assert_eq!(printed[1]["owner"], hex::encode(admin.address()));
+        assert_eq!(printed[2]["payload_len"], 3);
+    }
+
+    #[test]
+    fn r41_pub_resigns_queued_frames_under_the_new_stream_after_a_reset() {
+        let admin = key(1);
+        let (target, peer) = peer(vec![
+            Script {
+                ack: ok([1; 32]),
+                frames: Vec::new(),
+                read: Some(2),
+            },
+            Script {
+                ack: ok([2; 32]),
+                frames: Vec::new(),
+                read: None,
+            },
+        ]);
+        let mut publisher =
+            Publisher::new(explicit(&admin), admin, PublisherConfig::default()).expect("fits");
+        for payload in [&b"a"[..], b"b", b"c"] {
+            publisher.enqueue_data(payload).expect("data");
+        }
+        let mut output = terminal();
+        run_pub(
+            &connection(target, true),
+            PubOptions { rate: Some(10.0) },
+            publisher,
+            None,
+            &mut output,
+        )
+        .expect("published");
+        let streams = peer.join().expect("peer");
+        let first: Vec<(i32, u64)> = streams[0].iter().map(|f| (f.kind, f.index)).collect();
+        assert_eq!(first, [(Kind::Auth as i32, 0), (Kind::Data as i32, 0)]);
+        for frame in &streams[1] {
+            let kind = bps_proto::kind_from_i32(frame.kind).expect("known");
+            let id = *SocRef::parse(&frame.soc).expect("soc").id;
+            assert_eq!(frame.challenge.as_ref(), &[2; 32]);
+            assert_eq!(id, session_chunk_id(kind, TOPIC, [2; 32], frame.index));
+        }
+        let second: Vec<(i32, u64)> = streams[1].iter().map(|f| (f.kind, f.index)).collect();
+        assert_eq!(second[0], (Kind::Auth as i32, 0));
+        assert_eq!(second.last(), Some(&(Kind::Data as i32, 2)));
+        assert!(
+            String::from_utf8_lossy(&output.err).contains("stream reset"),
+            "the reset is reported"
+        );
+    }
+
+    #[test]
+    fn sub_verifies_prints_and_stops_at_eos() {
+        let admin = key(1);
+        let roster = sign_broadcast(
+            &admin,
+            Kind::Roster,
+            &TOPIC,
+            &[3; 32],
+            0,
+            &encode_roster(&[[9; 20]]),
+        );
+        let data = sign_broadcast(&admin, Kind::Data, &TOPIC, &[3; 32], 5, b"hello");
+        let forged = sign_broadcast(&key(2), Kind::Data, &TOPIC, &[3; 32], 6, b"spam");
+        let eos = sign_broadcast(&admin, Kind::Eos, &TOPIC, &[3; 32], 0, b"");
+        let (target, peer) = peer(vec![Script {
+            ack: ok([8; 32]),
+            frames: vec![roster.frame, data.frame, forged.frame, eos.frame],
+            read: None,
+        }]);
+        let options = SubOptions {
+            spec: explicit(&admin),
+            addr: [4; 20],
+            json: true,
+            count: None,
+        };
+        let mut output = terminal();
+        run_sub(&connection(target, false), &options, &mut output).expect("eos");
+        peer.join().expect("peer");
+        let printed = lines(&output.out);
+        let kinds: Vec<&str> = printed
+            .iter()
+            .map(|line| line["kind"].as_str().expect("kind"))
+            .collect();
+        assert_eq!(kinds, ["joined", "roster", "data", "dropped", "eos"]);
+        assert_eq!(printed[1]["publishers"][0], hex::encode([9u8; 20]));
+        assert_eq!(printed[2]["owner"], hex::encode(admin.address()));
+        assert_eq!(printed[2]["index"], 5);
+        assert_eq!(printed[2]["payload_hex"], hex::encode(b"hello"));
+        assert_eq!(printed[2]["payload_utf8"], "hello");
+        assert!(
+            printed[3]["reason"]
+                .as_str()
+                .expect("reason")
+                .contains("neither the admin nor rostered")
+        );
+    }
+
+    #[test]
+    fn sub_plain_prints_payload_lines_and_stops_at_count() {
+        let admin = key(1);
+        let frames = (0..3)
+            .map(|index| {
+                sign_broadcast(
+                    &admin,
+                    Kind::Data,
+                    &TOPIC,
+                    &[3; 32],
+                    index,
+                    format!("m{index}").as_bytes(),
+                )
+                .frame
+            })
+            .collect();
+        let (target, peer) = peer(vec![Script {
+            ack: ok([8; 32]),
+            frames,
+            read: None,
+        }]);
+        let options = SubOptions {
+            spec: explicit(&admin),
+            addr: [4; 20],
+            json: false,
+            count: Some(2),
+        };
+        let mut output = terminal();
+        run_sub(&connection(target, false), &options, &mut output).expect("count");
+        peer.join().expect("peer");
+        assert_eq!(String::from_utf8_lossy(&output.out), "m0\nm1\n");
+    }
+
+    #[test]
+    fn refused_join_ends_the_run() {
+        let admin = key(1);
+        for status in [Status::Full, Status::Rejected] {
+            let (target, peer) = peer(vec![Script {
+                ack: Ack {
+                    status: status as i32,
+                    challenge: Bytes::new(),
+                },
+                frames: Vec::new(),
+                read: None,
+            }]);
+            let options = SubOptions {
+                spec: explicit(&admin),
+                addr: [4; 20],
+                json: false,
+                count: None,
+            };
+            let error =
+                run_sub(&connection(target, true), &options, &mut terminal()).expect_err("refused");
+            assert!(matches!(error, ClientError::Refused(got) if got == status));
+            assert_eq!(
+                error.to_string(),
+                format!("join refused: {}", status.as_str_name())
+            );
+            peer.join().expect("peer");
+        }
+    }
+
+    #[test]
+    fn sub_without_reconnect_fails_on_a_reset_and_times_out_with_count() {
+        let admin = key(1);
+        let (target, peer) = peer(vec![Script {
+            ack: ok([8; 32]),
+            frames: Vec::new(),
+            read: Some(0),
+        }]);
+        let options = SubOptions {
+            spec: explicit(&admin),
+            addr: [4; 20],
+            json: false,
+            count: Some(1),
+        };
+        let error =
+            run_sub(&connection(target, false), &options, &mut terminal()).expect_err("reset");
+        assert_eq!(error.to_string(), "the broker closed the stream");
+        peer.join().expect("peer");
+
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let target = listener.local_addr().expect("addr").to_string();
+        let holder = thread::spawn(move || {
+            let (mut stream, _) = listener.accept().expect("accept");
+            let mut buf = BytesMut::new();
+            read_frame(&mut stream, &mut buf).expect("join");
+            stream.write_all(&encode_frame(&ok([8; 32]))).expect("ack");
+            read_frame(&mut stream, &mut buf)
+        });
+        let quick = Connection {
+            timeout: Some(Duration::from_millis(300)),
+            ..connection(target, false)
+        };
+        let error = run_sub(&quick, &options, &mut terminal()).expect_err("timeout");
+        assert_eq!(error.to_string(), "timed out with 0 of 1 messages");
+        assert!(holder.join().expect("holder").is_none());
+    }
+}

@@ -1,0 +1,1096 @@
+//! End-to-end verification of every received `Broadcast` (R41, SWIP-60 conformance items 2
+//! and 10, SWIP-74 item 10).
+//!
+//! Owns: [`Subscriber`], the receiving side's state for one cohort — the roster and its
+//! cursor, one DATA cursor per publisher, and (implicit authorship) a bounded window of
+//! recently seen chunks — and the typed [`Event`] each frame becomes. For every frame:
+//! 1. the kind must be known (else dropped, R14, D12);
+//! 2. explicit and ALL: the id is derived from the frame's own kind, the cohort topic, the
+//!    frame's challenge and index (BPS.md §1.1) and must equal the chunk's id; the
+//!    subscriber compares the challenge with nothing;
+//! 3. the owner is recovered and admitted: admin or rostered under explicit authorship,
+//!    anyone under ALL; under implicit authorship the binding's shape decides (anyone under
+//!    MNEMONIC and FEED_TOPIC, the fixed owner under OWNER and ANCHOR, PO under SOC_ID, via
+//!    `bps_verify::check_implicit`); service chunks (ROSTER, EOS) must validate at
+//!    keccak256(id ‖ admin);
+//! 4. cursors: a DATA index below its publisher's cursor and a ROSTER index below the roster
+//!    cursor are retransmits; a ROSTER index above the cursor, once a roster has been seen,
+//!    is a liveness fault (reported on the event, the roster still applies).
+//!
+//! Never: reads a socket or a clock, or looks at its own stream's challenge. The state lives
+//! as long as the `Subscriber` value: keep one per (topic, admin) across reconnects so the
+//! cursors survive sessions (R41); nothing is persisted to disk.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+
+use bps_proto::{
+    Address, Authorship, Broadcast, DecodeError, Hash, Kind, RosterError, Spec, decode_broadcast,
+    decode_roster, session_chunk_id, soc_address,
+};
+use bps_verify::{
+    Expect, SocError, SocRef, VerifyError, VerifyRequest, validate_soc, validate_soc_at, verify,
+};
+use bytes::Bytes;
+
+/// Chunks remembered for implicit-authorship dedup (R28 mirrored on the client).
+pub const IMPLICIT_DEDUP_WINDOW: usize = 4096;
+
+/// What one received frame turned out to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A verified publication.
+    Data {
+        /// The recovered, admitted signer.
+        owner: Address,
+        /// The frame's index (its publisher's DATA feed index; 0 when unset under implicit
+        /// authorship).
+        index: u64,
+        /// The chunk's payload.
+        payload: Bytes,
+    },
+    /// A verified ROSTER from the admin, now in force.
+    Roster {
+        /// Its index in the admin's ROSTER feed.
+        index: u64,
+        /// The new roster.
+        publishers: Vec<Address>,
+        /// Set when rosters were missed (a liveness fault, R41).
+        gap: Option<RosterGap>,
+    },
+    /// A verified end of stream from the admin: the channel is over (R21).
+    Eos,
+    /// The frame was not admitted.
+    Dropped {
+        /// Why.
+        reason: DropReason,
+    },
+}
+
+/// Rosters were skipped: the broker or the admin failed to deliver one (a liveness fault).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RosterGap {
+    /// The index the subscriber expected next.
+    pub expected: u64,
+    /// The index that arrived.
+    pub got: u64,
+}
+
+impl fmt::Display for RosterGap {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            formatter,
+            "roster index gap: expected {}, got {} ({} missed)",
+            self.expected,
+            self.got,
+            self.got - self.expected
+        )
+    }
+}
+
+/// Why a frame was dropped. None of these is fatal to the subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DropReason {
+    /// The body is not a `Broadcast`.
+    Malformed(DecodeError),
+    /// `KIND_UNSPECIFIED` or a value outside the enum.
+    UnknownKind {
+        /// The value on the wire.
+        value: i32,
+    },
+    /// An AUTH frame: brokers never deliver one.
+    AuthDelivered,
+    /// A service kind under implicit authorship, where there is no admin to hold it to.
+    ServiceWithoutAdmin {
+        /// The kind.
+        kind: Kind,
+    },
+    /// The frame's challenge is not 32 bytes, so no id can be derived.
+    ChallengeLength {
+        /// Its length.
+        bytes: usize,
+    },
+    /// The chunk is not a SOC (length), so it has no id.
+    Chunk(SocError),
+    /// The chunk's id is not the one derived from the frame.
+    IdMismatch {
+        /// Derived from kind, topic, challenge and index.
+        expected: Hash,
+        /// Carried by the chunk.
+        actual: Hash,
+    },
+    /// The signature, the replicas rule, the expected address or the implicit shape failed.
+    Invalid(VerifyError),
+    /// A valid chunk whose owner may not publish here (not the admin, not rostered).
+    NotAdmitted {
+        /// The recovered owner.
+        owner: Address,
+    },
+    /// Below the cursor of its feed: already seen (R16, R27).
+    Retransmit {
+        /// The frame's kind.
+        kind: Kind,
+        /// The frame's index.
+        index: u64,
+        /// The cursor it fell below.
+        cursor: u64,
+    },
+    /// Implicit authorship: a chunk already in the dedup window (R28).
+    Duplicate {
+        /// The dedup key (chunk address, or the wrapped CAC address under ANCHOR).
+        key: Hash,
+    },
+    /// DATA or ROSTER at index 2^64 − 1, which bee rejects (R18).
+    IndexMax {
+        /// The frame's kind.
+        kind: Kind,
+    },
+    /// A ROSTER whose payload is not a list of 20-byte addresses (R20).
+    InvalidRoster(RosterError),
+    /// An EOS that is not an empty chunk at index 0 (R17, R21).
+    MalformedEos {
+        /// The frame's index.
+        index: u64,
+        /// The chunk's span.
+        span: u64,
+        /// The chunk's payload length.
+        payload_len: usize,
+    },
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Malformed(error) => write!(formatter, "{error}"),
+            Self::UnknownKind { value } => write!(formatter, "unknown kind {value}"),
+            Self::AuthDelivered => write!(formatter, "AUTH frames are never delivered"),
+            Self::ServiceWithoutAdmin { kind } => write!(
+                formatter,
+                "{} under implicit authorship (no admin)",
+                kind.as_str_name()
+            ),
+            Self::ChallengeLength { bytes } => {
+                write!(formatter, "challenge of {bytes} bytes, expected 32")
+            }
+            Self::Chunk(error) => write!(formatter, "not a SOC: {error}"),
+            Self::IdMismatch { expected, actual } => write!(
+                formatter,
+                "chunk id {} is not the id {} derived from the frame",
+                hex::encode(actual),
+                hex::encode(expected)
+            ),
+            Self::Invalid(error) => write!(formatter, "{error}"),
+            Self::NotAdmitted { owner } => write!(
+                formatter,
+                "owner 0x{} is neither the admin nor rostered",
+                hex::encode(owner)
+            ),
+            Self::Retransmit {
+                kind,
+                index,
+                cursor,
+            } => write!(
+                formatter,
+                "{} index {index} is below the cursor {cursor} (retransmit)",
+                kind.as_str_name()
+            ),
+            Self::Duplicate { key } => {
+                write!(formatter, "chunk {} already seen", hex::encode(key))
+            }
+            Self::IndexMax { kind } => {
+                write!(
+                    formatter,
+                    "{} index 2^64-1 is not allowed",
+                    kind.as_str_name()
+                )
+            }
+            Self::InvalidRoster(error) => write!(formatter, "{error}"),
+            Self::MalformedEos {
+                index,
+                span,
+                payload_len,
+            } => write!(
+                formatter,
+                "EOS must be an empty chunk at index 0, got index {index}, span {span}, \
+                 {payload_len} payload bytes"
+            ),
+        }
+    }
+}
+
+/// The receiving side of one cohort (module docs).
+#[derive(Debug, Clone)]
+pub struct Subscriber {
+    spec: Spec,
+    roster: Vec<Address>,
+    roster_cursor: u64,
+    roster_seen: bool,
+    cursors: HashMap<Address, u64>,
+    seen: HashSet<Hash>,
+    seen_order: VecDeque<Hash>,
+}
+
+impl Subscriber {
+    /// A subscriber for `spec` with empty roster and cursors at 0.
+    pub fn new(spec: Spec) -> Self {
+        Self {
+            spec,
+            roster: Vec::new(),
+            roster_cursor: 0,
+            roster_seen: false,
+            cursors: HashMap::new(),
+            seen: HashSet::new(),
+            seen_order: VecDeque::new(),
+        }
+    }
+
+    /// The cohort spec.
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// The roster in force (empty until the first ROSTER).
+    pub fn roster(&self) -> &[Address] {
+        &self.roster
+    }
+
+    /// The next ROSTER index expected.
+    pub fn roster_cursor(&self) -> u64 {
+        self.roster_cursor
+    }
+
+    /// The next DATA index expected from `owner` (0 if never seen).
+    pub fn cursor(&self, owner: &Address) -> u64 {
+        self.cursors.get(owner).copied().unwrap_or(0)
+    }
+
+    /// Whether `owner` may publish DATA now (explicit: admin or rostered; ALL: anyone;
+    /// implicit: the binding shape decides per chunk, so anyone here).
+    pub fn admits(&self, owner: &Address) -> bool {
+        match self.spec.authorship() {
+            Authorship::Explicit => self.spec.admin == Some(*owner) || self.roster.contains(owner),
+            Authorship::All | Authorship::Implicit => true,
+        }
+    }
+
+    /// Decodes and verifies one frame body.
+    pub fn on_frame(&mut self, body: Bytes) -> Event {
+        match decode_broadcast(body) {
+            Ok(broadcast) => self.on_broadcast(&broadcast),
+            Err(error) => dropped(DropReason::Malformed(error)),
+        }
+    }
+
+    /// Verifies one `Broadcast` (module docs) and applies it.
+    pub fn on_broadcast(&mut self, broadcast: &Broadcast) -> Event {
+        match self.admit(broadcast) {
+            Ok(event) => event,
+            Err(reason) => dropped(reason),
+        }
+    }
+
+    fn admit(&mut self, broadcast: &Broadcast) -> Result<Event, DropReason> {
+        let kind = bps_proto::kind_from_i32(broadcast.kind).ok_or(DropReason::UnknownKind {
+            value: broadcast.kind,
+        })?;
+        let admin = match (kind, self.spec.admin) {
+            (Kind::Auth | Kind::Unspecified, _) => return Err(DropReason::AuthDelivered),
+            (Kind::Data, None) => return self.admit_implicit(broadcast),
+            (_, None) => return Err(DropReason::ServiceWithoutAdmin { kind }),
+            (_, Some(admin)) => admin,
+        };
+        let challenge = Hash::try_from(broadcast.challenge.as_ref()).map_err(|_| {
+            DropReason::ChallengeLength {
+                bytes: broadcast.challenge.len(),
+            }
+        })?;
+        let soc = SocRef::parse(&broadcast.soc).map_err(DropReason::Chunk)?;
+        let expected = session_chunk_id(kind, self.spec.topic, challenge, broadcast.index);
+        if *soc.id != expected {
+            return Err(DropReason::IdMismatch {
+                expected,
+                actual: *soc.id,
+            });
+        }
+        match kind {
+            Kind::Roster => self.admit_roster(&admin, broadcast, &soc),
+            Kind::Eos => admit_eos(&admin, broadcast, &soc),
+            // DATA: AUTH and UNSPECIFIED were dropped above.
+            _ => self.admit_data(broadcast),
+        }
+    }
+
+    fn admit_data(&mut self, broadcast: &Broadcast) -> Result<Event, DropReason> {
+        let recovered = validate_soc(&broadcast.soc).map_err(|error| invalid(error.into()))?;
+        let owner = recovered.owner;
+        if !self.admits(&owner) {
+            return Err(DropReason::NotAdmitted { owner });
+        }
+        let index = broadcast.index;
+        if index == u64::MAX {
+            return Err(DropReason::IndexMax { kind: Kind::Data });
+        }
+        let cursor = self.cursor(&owner);
+        if index < cursor {
+            return Err(DropReason::Retransmit {
+                kind: Kind::Data,
+                index,
+                cursor,
+            });
+        }
+        self.cursors.insert(owner, index + 1);
+        Ok(Event::Data {
+            owner,
+            index,
+            payload: payload_of(&broadcast.soc),
+        })
+    }
+
+    fn admit_roster(
+        &mut self,
+        admin: &Address,
+        broadcast: &Broadcast,
+        soc: &SocRef<'_>,
+    ) -> Result<Event, DropReason> {
+        validate_soc_at(&broadcast.soc, &soc_address(soc.id, admin))
+            .map_err(|error| invalid(error.into()))?;
+        let index = broadcast.index;
+        if index == u64::MAX {
+            return Err(DropReason::IndexMax { kind: Kind::Roster });
+        }
+        if index < self.roster_cursor {
+            return Err(DropReason::Retransmit {
+                kind: Kind::Roster,
+                index,
+                cursor: self.roster_cursor,
+            });
+        }
+        let publishers = decode_roster(soc.payload).map_err(DropReason::InvalidRoster)?;
+        // The first roster a subscriber sees is the latest one (R22), whatever its index;
+        // after that, every index must follow the last.
+        let gap = (self.roster_seen && index > self.roster_cursor).then_some(RosterGap {
+            expected: self.roster_cursor,
+            got: index,
+        });
+        self.roster_seen = true;
+        self.roster_cursor = index + 1;
+        self.roster.clone_from(&publishers);
+        Ok(Event::Roster {
+            index,
+            publishers,
+            gap,
+        })
+    }
+
+    fn admit_implicit(&mut self, broadcast: &Broadcast) -> Result<Event, DropReason> {
+        let verified = verify(&VerifyRequest {
+            chunk: broadcast.soc.clone(),
+            expect: Expect::Implicit {
+                binding: self.spec.binding,
+                topic: self.spec.topic,
+                index: broadcast.index,
+            },
+        })
+        .map_err(invalid)?;
+        if !self.seen.insert(verified.dedup_key) {
+            return Err(DropReason::Duplicate {
+                key: verified.dedup_key,
+            });
+        }
+        self.seen_order.push_back(verified.dedup_key);
+        if self.seen_order.len() > IMPLICIT_DEDUP_WINDOW
+            && let Some(oldest) = self.seen_order.pop_front()
+        {
+            self.seen.remove(&oldest);
+        }
+        Ok(Event::Data {
+            owner: verified.owner,
+            index: broadcast.index,
+            payload: payload_of(&broadcast.soc),
+        })
+    }
+}
+
+fn admit_eos(
+    admin: &Address,
+    broadcast: &Broadcast,
+    soc: &SocRef<'_>,
+) -> Result<Event, DropReason> {
+    if broadcast.index != 0 || soc.span_value() != 0 || !soc.payload.is_empty() {
+        return Err(DropReason::MalformedEos {
+            index: broadcast.index,
+            span: soc.span_value(),
+            payload_len: soc.payload.len(),
+        });
+    }
+    validate_soc_at(&broadcast.soc, &soc_address(soc.id, admin))
+        .map_err(|error| invalid(error.into()))?;
+    Ok(Event::Eos)
+}
+
+fn invalid(error: VerifyError) -> DropReason {
+    DropReason::Invalid(error)
+}
+
+fn dropped(reason: DropReason) -> Event {
+    Event::Dropped { reason }
+}
+
+/// The payload of a chunk already parsed once (a zero-copy slice of the frame).
+fn payload_of(chunk: &Bytes) -> Bytes {
+    chunk.slice(bps_verify::SOC_MIN_CHUNK_SIZE.min(chunk.len())..)
+}
+
+#[cfg(test)]
+mod tests {
+    use bps_proto::{Binding, encode_frame, encode_roster, feed_id, keccak256};
+    use bps_verify::{
+        PO_MIN, ShapeError, SigningKey, proximity, sign_broadcast, sign_implicit, sign_soc,
+    };
+
+    use super::*;
+    use crate::publisher::{Publisher, PublisherConfig};
+
+    const TOPIC: Hash = [0x42; 32];
+
+    fn key(byte: u8) -> SigningKey {
+        SigningKey::from_bytes(&[byte; 32]).expect("key")
+    }
+
+    fn spec(admin: Option<Address>, binding: Binding, all: bool) -> Spec {
+        Spec {
+            topic: TOPIC,
+            binding,
+            admin,
+            all,
+            history: false,
+            closed: false,
+        }
+    }
+
+    fn explicit(admin: &SigningKey) -> Spec {
+        spec(Some(admin.address()), Binding::FeedTopic, false)
+    }
+
+    fn all(admin: &SigningKey) -> Spec {
+        spec(Some(admin.address()), Binding::Mnemonic, true)
+    }
+
+    fn publisher(spec: Spec, signer: &SigningKey, data: u64, roster: u64) -> Publisher {
+        let config = PublisherConfig {
+            data_index_start: data,
+            roster_index_start: roster,
+            anchor_id: None,
+        };
+        Publisher::new(spec, signer.clone(), config).expect("fits")
+    }
+
+    /// Every frame the publisher writes on a stream with `challenge`, as the broker would
+    /// deliver them (AUTH never is).
+    fn delivered(publisher: &mut Publisher, challenge: Hash) -> Vec<Broadcast> {
+        publisher.begin_session(challenge);
+        let mut frames = Vec::new();
+        while let Some(outgoing) = publisher.next_frame().expect("signs") {
+            publisher.mark_sent();
+            if outgoing.kind != Kind::Auth {
+                frames.push(outgoing.signed.broadcast);
+            }
+        }
+        frames
+    }
+
+    fn data(owner: &SigningKey, index: u64, payload: &[u8]) -> Event {
+        Event::Data {
+            owner: owner.address(),
+            index,
+            payload: Bytes::copy_from_slice(payload),
+        }
+    }
+
+    fn reason(event: Event) -> DropReason {
+        match event {
+            Event::Dropped { reason } => reason,
+            other => panic!("expected a drop, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn r41_subscriber_accepts_what_the_publisher_produces() {
+        let admin = key(1);
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let mut publisher = publisher(explicit(&admin), &admin, 10, 0);
+        publisher.enqueue_data(&b"first"[..]).expect("data");
+        publisher.enqueue_roster(&[[5; 20]]).expect("roster");
+        publisher.enqueue_data(&b"second"[..]).expect("data");
+        publisher.enqueue_eos().expect("eos");
+        let events: Vec<Event> = delivered(&mut publisher, [1; 32])
+            .iter()
+            .map(|broadcast| subscriber.on_broadcast(broadcast))
+            .collect();
+        assert_eq!(
+            events,
+            [
+                data(&admin, 10, b"first"),
+                Event::Roster {
+                    index: 0,
+                    publishers: vec![[5; 20]],
+                    gap: None
+                },
+                data(&admin, 11, b"second"),
+                Event::Eos,
+            ]
+        );
+        assert_eq!(subscriber.cursor(&admin.address()), 12);
+        assert_eq!(subscriber.roster_cursor(), 1);
+        assert_eq!(subscriber.roster(), [[5; 20]]);
+    }
+
+    #[test]
+    fn r41_subscriber_compares_the_challenge_with_nothing() {
+        let admin = key(1);
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let mut publisher = publisher(explicit(&admin), &admin, 0, 0);
+        // Two publisher streams with unrelated challenges; the subscriber has none at all
+        // and derives each id from the frame's own challenge.
+        publisher.enqueue_data(&b"a"[..]).expect("data");
+        let first = delivered(&mut publisher, [0xaa; 32]);
+        publisher.enqueue_data(&b"b"[..]).expect("data");
+        let second = delivered(&mut publisher, [0xbb; 32]);
+        assert_eq!(subscriber.on_broadcast(&first[0]), data(&admin, 0, b"a"));
+        assert_eq!(subscriber.on_broadcast(&second[0]), data(&admin, 1, b"b"));
+        // The wire form decodes to the same verdicts.
+        let mut fresh = Subscriber::new(explicit(&admin));
+        let mut wire = bytes::BytesMut::from(&encode_frame(&first[0])[..]);
+        let body = bps_proto::next_frame(&mut wire, bps_proto::FRAME_BYTES_MAX_DEFAULT)
+            .expect("frame")
+            .expect("complete");
+        assert_eq!(fresh.on_frame(body), data(&admin, 0, b"a"));
+    }
+
+    #[test]
+    fn r41_subscriber_derives_the_id_from_kind_topic_challenge_and_index() {
+        let admin = key(1);
+        let mut publisher = publisher(explicit(&admin), &admin, 4, 0);
+        publisher.enqueue_data(&b"x"[..]).expect("data");
+        let genuine = delivered(&mut publisher, [1; 32]).remove(0);
+        let tampered = [
+            Broadcast {
+                index: 5,
+                ..genuine.clone()
+            },
+            Broadcast {
+                challenge: Bytes::from(vec![2; 32]),
+                ..genuine.clone()
+            },
+            Broadcast {
+                kind: Kind::Roster as i32,
+                ..genuine.clone()
+            },
+        ];
+        for broadcast in tampered {
+            let mut subscriber = Subscriber::new(explicit(&admin));
+            assert!(
+                matches!(
+                    reason(subscriber.on_broadcast(&broadcast)),
+                    DropReason::IdMismatch { .. }
+                ),
+                "{broadcast:?}"
+            );
+        }
+        // Another cohort's topic derives other ids.
+        let mut elsewhere = Subscriber::new(Spec {
+            topic: [0x43; 32],
+            ..explicit(&admin)
+        });
+        assert!(matches!(
+            reason(elsewhere.on_broadcast(&genuine)),
+            DropReason::IdMismatch { .. }
+        ));
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let short = Broadcast {
+            challenge: Bytes::from(vec![1; 31]),
+            ..genuine
+        };
+        assert_eq!(
+            reason(subscriber.on_broadcast(&short)),
+            DropReason::ChallengeLength { bytes: 31 }
+        );
+    }
+
+    #[test]
+    fn r41_forged_and_other_key_frames_are_dropped_with_a_reason() {
+        let admin = key(1);
+        let stranger = key(9);
+        let mut subscriber = Subscriber::new(explicit(&admin));
+
+        // A stranger's valid session-feed chunk: not admitted under explicit authorship.
+        let mut intruder = publisher(all(&admin), &stranger, 0, 0);
+        intruder.enqueue_data(&b"spam"[..]).expect("data");
+        let spam = delivered(&mut intruder, [1; 32]).remove(0);
+        assert_eq!(
+            reason(subscriber.on_broadcast(&spam)),
+            DropReason::NotAdmitted {
+                owner: stranger.address()
+            }
+        );
+
+        // A forged signature: one flipped bit in s.
+        let mut publisher = publisher(explicit(&admin), &admin, 0, 0);
+        publisher.enqueue_data(&b"pay"[..]).expect("data");
+        let genuine = delivered(&mut publisher, [1; 32]).remove(0);
+        let mut forged_soc = genuine.soc.to_vec();
+        forged_soc[32 + 40] ^= 0x01;
+        let forged = Broadcast {
+            soc: Bytes::from(forged_soc),
+            ..genuine.clone()
+        };
+        match reason(subscriber.on_broadcast(&forged)) {
+            DropReason::Invalid(_) | DropReason::NotAdmitted { .. } => {}
+            other => panic!("forged signature: {other:?}"),
+        }
+        // A tampered payload changes the wrapped chunk and so the recovered owner.
+        let mut tampered_soc = genuine.soc.to_vec();
+        let last = tampered_soc.len() - 1;
+        tampered_soc[last] ^= 0x01;
+        let tampered = Broadcast {
+            soc: Bytes::from(tampered_soc),
+            ..genuine.clone()
+        };
+        match reason(subscriber.on_broadcast(&tampered)) {
+            DropReason::Invalid(_) | DropReason::NotAdmitted { .. } => {}
+            other => panic!("tampered payload: {other:?}"),
+        }
+        // Not a SOC at all.
+        let stub = Broadcast {
+            soc: Bytes::from(vec![0; 50]),
+            ..genuine.clone()
+        };
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&stub)),
+            DropReason::Chunk(SocError::TooShort { .. })
+        ));
+        // The genuine one still passes after all that.
+        assert_eq!(subscriber.on_broadcast(&genuine), data(&admin, 0, b"pay"));
+    }
+
+    #[test]
+    fn r41_unknown_kinds_auth_and_garbage_are_dropped() {
+        let admin = key(1);
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let mut publisher = publisher(explicit(&admin), &admin, 0, 0);
+        publisher.begin_session([1; 32]);
+        let auth = publisher
+            .next_frame()
+            .expect("signs")
+            .expect("claim")
+            .signed
+            .broadcast;
+        assert_eq!(auth.kind, Kind::Auth as i32);
+        assert_eq!(
+            reason(subscriber.on_broadcast(&auth)),
+            DropReason::AuthDelivered
+        );
+        for value in [0, 5, 99, -1] {
+            let unknown = Broadcast {
+                kind: value,
+                ..auth.clone()
+            };
+            assert_eq!(
+                reason(subscriber.on_broadcast(&unknown)),
+                DropReason::UnknownKind { value }
+            );
+        }
+        assert!(matches!(
+            reason(subscriber.on_frame(Bytes::from_static(&[0x0a, 0x05, 0x01]))),
+            DropReason::Malformed(_)
+        ));
+    }
+
+    #[test]
+    fn r41_roster_grant_and_revoke_change_admission() {
+        let admin = key(1);
+        let member = key(2);
+        let spec = explicit(&admin);
+        let mut subscriber = Subscriber::new(spec);
+        let mut admin_side = publisher(spec, &admin, 0, 0);
+        let mut member_side = publisher(spec, &member, 0, 0);
+
+        member_side.enqueue_data(&b"before"[..]).expect("data");
+        // The member is not rostered: a broker would not let it publish, but if it did the
+        // subscriber would still refuse it. Sign it directly, as a rogue broker could relay.
+        let rogue = sign_broadcast(&member, Kind::Data, &TOPIC, &[7; 32], 0, b"before");
+        assert_eq!(
+            reason(subscriber.on_broadcast(&rogue.broadcast)),
+            DropReason::NotAdmitted {
+                owner: member.address()
+            }
+        );
+        assert!(!subscriber.admits(&member.address()));
+
+        // Grant.
+        admin_side
+            .enqueue_roster(&[member.address()])
+            .expect("roster");
+        let grant = delivered(&mut admin_side, [1; 32]).remove(0);
+        assert!(matches!(
+            subscriber.on_broadcast(&grant),
+            Event::Roster { index: 0, .. }
+        ));
+        assert!(subscriber.admits(&member.address()));
+        member_side.begin_session([2; 32]);
+        member_side.on_roster(&[member.address()]);
+        let mut frames = Vec::new();
+        while let Some(outgoing) = member_side.next_frame().expect("signs") {
+            member_side.mark_sent();
+            frames.push(outgoing.signed.broadcast);
+        }
+        assert_eq!(frames.len(), 2, "claim, then DATA");
+        assert_eq!(
+            subscriber.on_broadcast(&frames[1]),
+            data(&member, 0, b"before")
+        );
+
+        // Revoke.
+        admin_side.enqueue_roster(&[]).expect("roster");
+        let revoke = delivered(&mut admin_side, [3; 32]).remove(0);
+        assert!(matches!(
+            subscriber.on_broadcast(&revoke),
+            Event::Roster { index: 1, .. }
+        ));
+        let after = sign_broadcast(&member, Kind::Data, &TOPIC, &[2; 32], 1, b"after");
+        assert_eq!(
+            reason(subscriber.on_broadcast(&after.broadcast)),
+            DropReason::NotAdmitted {
+                owner: member.address()
+            }
+        );
+        // The admin itself is always admitted.
+        let own = sign_broadcast(&admin, Kind::Data, &TOPIC, &[3; 32], 0, b"own");
+        assert_eq!(
+            subscriber.on_broadcast(&own.broadcast),
+            data(&admin, 0, b"own")
+        );
+    }
+
+    #[test]
+    fn r41_service_chunks_must_validate_at_the_admin() {
+        let admin = key(1);
+        let member = key(2);
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let grant = sign_broadcast(
+            &admin,
+            Kind::Roster,
+            &TOPIC,
+            &[1; 32],
+            0,
+            &encode_roster(&[member.address()]),
+        );
+        assert!(matches!(
+            subscriber.on_broadcast(&grant.broadcast),
+            Event::Roster { .. }
+        ));
+        // A rostered publisher signs a ROSTER and an EOS with correctly derived ids.
+        let roster = sign_broadcast(
+            &member,
+            Kind::Roster,
+            &TOPIC,
+            &[2; 32],
+            1,
+            &encode_roster(&[member.address(), [8; 20]]),
+        );
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&roster.broadcast)),
+            DropReason::Invalid(VerifyError::Soc(SocError::AddressMismatch { .. }))
+        ));
+        let eos = sign_broadcast(&member, Kind::Eos, &TOPIC, &[2; 32], 0, b"");
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&eos.broadcast)),
+            DropReason::Invalid(VerifyError::Soc(SocError::AddressMismatch { .. }))
+        ));
+        assert_eq!(subscriber.roster(), [member.address()]);
+        assert_eq!(subscriber.roster_cursor(), 1);
+
+        // EOS: an empty chunk at index 0 only.
+        for (index, payload) in [(1u64, &b""[..]), (0, b"x")] {
+            let malformed = sign_broadcast(&admin, Kind::Eos, &TOPIC, &[3; 32], index, payload);
+            assert!(matches!(
+                reason(subscriber.on_broadcast(&malformed.broadcast)),
+                DropReason::MalformedEos { .. }
+            ));
+        }
+        // A ROSTER that is not a Roster.
+        let garbage = sign_broadcast(
+            &admin,
+            Kind::Roster,
+            &TOPIC,
+            &[3; 32],
+            1,
+            &[0x0a, 0x02, 1, 2],
+        );
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&garbage.broadcast)),
+            DropReason::InvalidRoster(RosterError::EntryLength { .. })
+        ));
+        assert_eq!(
+            subscriber.roster_cursor(),
+            1,
+            "an invalid roster moves no cursor"
+        );
+        let eos = sign_broadcast(&admin, Kind::Eos, &TOPIC, &[3; 32], 0, b"");
+        assert_eq!(subscriber.on_broadcast(&eos.broadcast), Event::Eos);
+    }
+
+    #[test]
+    fn r41_roster_index_gap_is_a_liveness_fault() {
+        let admin = key(1);
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let roster = |index: u64| {
+            sign_broadcast(
+                &admin,
+                Kind::Roster,
+                &TOPIC,
+                &[index as u8; 32],
+                index,
+                &encode_roster(&[[index as u8; 20]]),
+            )
+            .broadcast
+        };
+        let gap = |event: Event| match event {
+            Event::Roster { gap, .. } => gap,
+            other => panic!("expected a roster, got {other:?}"),
+        };
+        // Joining late: the first roster seen is the latest, whatever its index.
+        assert_eq!(gap(subscriber.on_broadcast(&roster(5))), None);
+        assert_eq!(gap(subscriber.on_broadcast(&roster(6))), None);
+        assert_eq!(
+            gap(subscriber.on_broadcast(&roster(9))),
+            Some(RosterGap {
+                expected: 7,
+                got: 9
+            })
+        );
+        assert_eq!(
+            subscriber.roster(),
+            [[9; 20]],
+            "the newer roster still applies"
+        );
+        assert_eq!(
+            reason(subscriber.on_broadcast(&roster(8))),
+            DropReason::Retransmit {
+                kind: Kind::Roster,
+                index: 8,
+                cursor: 10
+            }
+        );
+    }
+
+    #[test]
+    fn r41_cursors_drop_retransmits_and_survive_sessions() {
+        let admin = key(1);
+        let spec = explicit(&admin);
+        let mut subscriber = Subscriber::new(spec);
+        let mut publisher = publisher(spec, &admin, 20, 0);
+        publisher.enqueue_data(&b"a"[..]).expect("data");
+        publisher.enqueue_data(&b"b"[..]).expect("data");
+        let first = delivered(&mut publisher, [1; 32]);
+        for broadcast in &first {
+            assert!(matches!(
+                subscriber.on_broadcast(broadcast),
+                Event::Data { .. }
+            ));
+        }
+        // The same frames again (a replay), and the same index re-signed on a new stream.
+        assert_eq!(
+            reason(subscriber.on_broadcast(&first[1])),
+            DropReason::Retransmit {
+                kind: Kind::Data,
+                index: 21,
+                cursor: 22
+            }
+        );
+        let resigned = sign_broadcast(&admin, Kind::Data, &TOPIC, &[2; 32], 21, b"b");
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&resigned.broadcast)),
+            DropReason::Retransmit { .. }
+        ));
+        // Gaps are fine for DATA; the next session continues the sequence.
+        publisher.enqueue_data(&b"c"[..]).expect("data");
+        let second = delivered(&mut publisher, [2; 32]);
+        assert_eq!(subscriber.on_broadcast(&second[0]), data(&admin, 22, b"c"));
+        let far = sign_broadcast(&admin, Kind::Data, &TOPIC, &[2; 32], 1000, b"d");
+        assert_eq!(
+            subscriber.on_broadcast(&far.broadcast),
+            data(&admin, 1000, b"d")
+        );
+        let max = sign_broadcast(&admin, Kind::Data, &TOPIC, &[2; 32], u64::MAX, b"e");
+        assert_eq!(
+            reason(subscriber.on_broadcast(&max.broadcast)),
+            DropReason::IndexMax { kind: Kind::Data }
+        );
+    }
+
+    #[test]
+    fn r41_all_admits_anyone_with_a_session_feed_chunk() {
+        let admin = key(1);
+        let cohort = all(&admin);
+        let mut subscriber = Subscriber::new(cohort);
+        for (byte, signer) in [(2u8, key(2)), (3, key(3)), (1, admin.clone())] {
+            let mut member = publisher(cohort, &signer, 0, 0);
+            member.enqueue_data(vec![byte]).expect("data");
+            let frame = delivered(&mut member, [byte; 32]).remove(0);
+            assert_eq!(subscriber.on_broadcast(&frame), data(&signer, 0, &[byte]));
+        }
+        // Under ALL an implicit-style chunk (the binding's own id, no challenge) is not a
+        // session-feed chunk.
+        let implicit = sign_implicit(&key(2), &feed_id(TOPIC, 0), None, b"x");
+        assert_eq!(
+            reason(subscriber.on_broadcast(&implicit.broadcast)),
+            DropReason::ChallengeLength { bytes: 0 }
+        );
+    }
+
+    fn soc_id_topic_for(owner: &Address) -> Hash {
+        (0u64..)
+            .map(|nonce| keccak256(&nonce.to_be_bytes()))
+            .find(|topic| proximity(&soc_address(topic, owner), topic) >= PO_MIN)
+            .expect("a topic within 2^64 tries")
+    }
+
+    #[test]
+    fn r41_implicit_admission_follows_the_binding_shape() {
+        let signer = key(3);
+        let other = key(4);
+        let address = signer.address();
+
+        // MNEMONIC and FEED_TOPIC: anyone.
+        for binding in [Binding::Mnemonic, Binding::FeedTopic] {
+            let spec = spec(None, binding, false);
+            let mut subscriber = Subscriber::new(spec);
+            for who in [&signer, &other] {
+                let mut publisher = publisher(spec, who, 0, 0);
+                publisher.enqueue_data(&b"hi"[..]).expect("data");
+                let frame = delivered(&mut publisher, [0; 32]).remove(0);
+                assert!(
+                    matches!(subscriber.on_broadcast(&frame), Event::Data { owner, .. } if owner == who.address()),
+                    "{binding:?}"
+                );
+                assert_eq!(
+                    reason(subscriber.on_broadcast(&frame)),
+                    DropReason::Duplicate {
+                        key: soc_address(SocRef::parse(&frame.soc).expect("soc").id, who.address())
+                    }
+                );
+            }
+        }
+        // FEED_TOPIC: the id must be the feed id of the frame's index (D4).
+        let feed = spec(None, Binding::FeedTopic, false);
+        let mut subscriber = Subscriber::new(feed);
+        let wrong = sign_implicit(&signer, &feed_id(TOPIC, 3), Some(4), b"x");
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&wrong.broadcast)),
+            DropReason::Invalid(VerifyError::Shape(ShapeError::FeedIdMismatch { .. }))
+        ));
+
+        // OWNER: only the fixed owner, with PO ≥ 16.
+        let owner = Spec {
+            topic: keccak256(&address),
+            ..spec(None, Binding::Owner, false)
+        };
+        let mut subscriber = Subscriber::new(owner);
+        let mut publisher = publisher(owner, &signer, 0, 0);
+        publisher.enqueue_data(&b"mic"[..]).expect("data");
+        let frame = delivered(&mut publisher, [0; 32]).remove(0);
+        assert_eq!(subscriber.on_broadcast(&frame), data(&signer, 0, b"mic"));
+        let id = *SocRef::parse(&frame.soc).expect("soc").id;
+        let impostor = sign_implicit(&other, &id, None, b"mic");
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&impostor.broadcast)),
+            DropReason::Invalid(VerifyError::Shape(ShapeError::OwnerNotTopic { .. }))
+        ));
+
+        // ANCHOR: keccak256(id ‖ owner) must be the topic; dedup on the wrapped chunk.
+        let anchor_id = [0x77; 32];
+        let anchor = Spec {
+            topic: soc_address(anchor_id, address),
+            ..spec(None, Binding::Anchor, false)
+        };
+        let mut subscriber = Subscriber::new(anchor);
+        for payload in [&b"one"[..], b"two"] {
+            let gsoc = sign_implicit(&signer, &anchor_id, None, payload);
+            assert_eq!(
+                subscriber.on_broadcast(&gsoc.broadcast),
+                data(&signer, 0, payload)
+            );
+        }
+        let impostor = sign_implicit(&other, &anchor_id, None, b"three");
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&impostor.broadcast)),
+            DropReason::Invalid(VerifyError::Shape(ShapeError::AddressNotTopic { .. }))
+        ));
+
+        // SOC_ID: id = topic and PO ≥ 16 (a key that does not fit is dropped).
+        let topic = soc_id_topic_for(&address);
+        let soc_id = Spec {
+            topic,
+            ..spec(None, Binding::SocId, false)
+        };
+        let mut subscriber = Subscriber::new(soc_id);
+        let fits = sign_implicit(&signer, &topic, None, b"moc");
+        assert_eq!(
+            subscriber.on_broadcast(&fits.broadcast),
+            data(&signer, 0, b"moc")
+        );
+        if proximity(&soc_address(topic, other.address()), &topic) < PO_MIN {
+            let far = sign_implicit(&other, &topic, None, b"moc");
+            assert!(matches!(
+                reason(subscriber.on_broadcast(&far.broadcast)),
+                DropReason::Invalid(VerifyError::Shape(ShapeError::ProximityTooLow { .. }))
+            ));
+        }
+
+        // No admin, no service kinds.
+        let mut subscriber = Subscriber::new(spec(None, Binding::Mnemonic, false));
+        let roster = sign_broadcast(&signer, Kind::Roster, &TOPIC, &[1; 32], 0, b"");
+        assert_eq!(
+            reason(subscriber.on_broadcast(&roster.broadcast)),
+            DropReason::ServiceWithoutAdmin { kind: Kind::Roster }
+        );
+        // A chunk with a bad signature under implicit authorship.
+        let mut broken = sign_soc(&signer, &feed_id(TOPIC, 0), 1, b"x").to_vec();
+        broken[32 + 64] = 0;
+        let bad = Broadcast {
+            soc: Bytes::from(broken),
+            kind: Kind::Data as i32,
+            challenge: Bytes::new(),
+            index: 0,
+        };
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&bad)),
+            DropReason::Invalid(VerifyError::Soc(SocError::Signature(_)))
+        ));
+    }
+
+    #[test]
+    fn implicit_dedup_window_is_bounded() {
+        let signer = key(3);
+        let spec = spec(None, Binding::Mnemonic, false);
+        let mut subscriber = Subscriber::new(spec);
+        let first = sign_implicit(&signer, &feed_id(TOPIC, 0), None, b"x");
+        assert!(matches!(
+            subscriber.on_broadcast(&first.broadcast),
+            Event::Data { .. }
+        ));
+        for index in 1..=IMPLICIT_DEDUP_WINDOW as u64 {
+            let next = sign_implicit(&signer, &feed_id(TOPIC, index), None, b"");
+            assert!(matches!(
+                subscriber.on_broadcast(&next.broadcast),
+                Event::Data { .. }
+            ));
+        }
+        // The first chunk fell out of the window: accepted again (R28's accepted risk).
+        assert!(matches!(
+            subscriber.on_broadcast(&first.broadcast),
+            Event::Data { .. }
+        ));
+    }
+}
