@@ -1,0 +1,629 @@
+//! One core of the broker: its monoio runtime's state and main loop.
+//!
+//! Owns the core's connections, the protocol state machine of the cohorts homed here, the
+//! routing of messages to other cores (with an overflow per destination that pauses this
+//! core's socket reads while it is non-empty), the verification jobs waiting for room in
+//! the pool, and the timers. Executes the state machine's actions and nothing more: every
+//! protocol decision is `protocol::Machine`'s.
+//!
+//! The loop takes at most `MESSAGES_PER_TURN` messages, then lets the connection tasks
+//! run (their writers flush everything queued in that turn with one vectored write each).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bps_verify::VerifyRequest;
+use bytes::Bytes;
+use monoio::net::{TcpListener, TcpStream};
+
+use super::conn::{self, Conn};
+use super::inbox::{Msg, VerifyDone};
+use super::notify::{LocalNotify, yield_turn};
+use super::{Settings, Shared};
+use crate::metrics::CoreMetrics;
+use crate::protocol::{Action, ClosedBy, Machine, Millis, PeerId, StreamId, Ticket, WriteNotice};
+
+/// Messages one loop turn takes before the connection tasks get a turn.
+const MESSAGES_PER_TURN: usize = 1024;
+/// Housekeeping period: pre-join deadlines, retries, gauges, even when nothing happens.
+const HOUSEKEEPING_MS: u64 = 250;
+/// Bits of a `StreamId` below the owning core's index.
+pub const STREAM_CORE_SHIFT: u32 = 56;
+
+/// The owning core of a stream.
+pub fn core_of(stream: StreamId) -> usize {
+    (stream.0 >> STREAM_CORE_SHIFT) as usize
+}
+
+/// One core's state. Lives on its runtime thread only.
+pub struct Shard {
+    core: usize,
+    shared: Arc<Shared>,
+    machine: RefCell<Machine>,
+    actions: RefCell<Vec<Action>>,
+    conns: RefCell<HashMap<StreamId, Rc<Conn>>>,
+    next_stream: Cell<u64>,
+    local: RefCell<VecDeque<Msg>>,
+    wake: LocalNotify,
+    /// Messages another core's inbox had no room for, per destination core.
+    overflow: RefCell<Vec<VecDeque<Msg>>>,
+    unpaused: RefCell<Vec<std::task::Waker>>,
+    pending_verify: RefCell<VecDeque<((usize, Ticket), VerifyRequest)>>,
+    /// When the frame behind each verification in flight was read (for latency).
+    ticket_read_at: RefCell<HashMap<Ticket, Instant>>,
+    /// The read time of the frame whose processing is producing actions right now.
+    current_read_at: Cell<Option<Instant>>,
+    prejoin: RefCell<VecDeque<(Millis, StreamId)>>,
+    machine_deadline: Cell<Option<Millis>>,
+    draining: Cell<bool>,
+    listener_fd: Cell<Option<i32>>,
+}
+
+impl std::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard").field("core", &self.core).finish()
+    }
+}
+
+impl Shard {
+    pub fn new(core: usize, shared: Arc<Shared>, machine: Machine) -> Self {
+        let cores = shared.inboxes.len();
+        Self {
+            core,
+            shared,
+            machine: RefCell::new(machine),
+            actions: RefCell::new(Vec::new()),
+            conns: RefCell::new(HashMap::new()),
+            next_stream: Cell::new(0),
+            local: RefCell::new(VecDeque::new()),
+            wake: LocalNotify::default(),
+            overflow: RefCell::new((0..cores).map(|_| VecDeque::new()).collect()),
+            unpaused: RefCell::new(Vec::new()),
+            pending_verify: RefCell::new(VecDeque::new()),
+            ticket_read_at: RefCell::new(HashMap::new()),
+            current_read_at: Cell::new(None),
+            prejoin: RefCell::new(VecDeque::new()),
+            machine_deadline: Cell::new(None),
+            draining: Cell::new(false),
+            listener_fd: Cell::new(None),
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.shared.settings
+    }
+
+    pub fn metrics(&self) -> &CoreMetrics {
+        &self.shared.metrics[self.core]
+    }
+
+    fn now(&self) -> Millis {
+        self.shared.now()
+    }
+
+    // ----- accepting -----
+
+    /// Accepts until the listener is shut down by a drain.
+    pub async fn accept_loop(self: Rc<Self>, listener: TcpListener) {
+        self.listener_fd.set(Some(listener.as_raw_fd()));
+        loop {
+            let (stream, addr) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    if self.draining.get() {
+                        return;
+                    }
+                    // EMFILE and friends: back off briefly rather than spin.
+                    tracing::warn!(core = self.core, %error, "accept failed");
+                    monoio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            if self.draining.get() {
+                return;
+            }
+            self.admit(stream, addr);
+        }
+    }
+
+    fn admit(self: &Rc<Self>, stream: TcpStream, addr: SocketAddr) {
+        let metrics = self.metrics();
+        let peer = PeerId(addr.ip());
+        let now = self.now();
+        if self.shared.ledger.is_blocked(peer, now) {
+            metrics.connections_refused_blocklist.inc();
+            return;
+        }
+        let open = self.shared.connections.fetch_add(1, Ordering::Relaxed);
+        if open >= self.shared.settings.connections_max {
+            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            metrics.connections_refused_limit.inc();
+            return;
+        }
+        metrics.connections_accepted.inc();
+        metrics.connections_open.add(1);
+        // Nagle would hold back small Acks; the writer already batches.
+        let _ = stream.set_nodelay(true);
+        let id = StreamId(((self.core as u64) << STREAM_CORE_SHIFT) | self.next_stream.get());
+        self.next_stream.set(self.next_stream.get() + 1);
+        let conn = Rc::new(Conn::new(
+            id,
+            peer,
+            stream.as_raw_fd(),
+            self.settings().outbound_queue_frames_max,
+            self.settings().frames_in_flight_per_stream_max,
+        ));
+        self.conns.borrow_mut().insert(id, Rc::clone(&conn));
+        let deadline = Millis(now.0 + self.settings().join_deadline_ms);
+        self.prejoin.borrow_mut().push_back((deadline, id));
+        monoio::spawn(conn::run(Rc::clone(self), conn, stream));
+    }
+
+    /// Called by a connection task when both its halves are done.
+    pub fn connection_ended(&self, conn: &Conn, report: Option<ClosedBy>) {
+        self.conns.borrow_mut().remove(&conn.id);
+        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        let metrics = self.metrics();
+        metrics.connections_closed.inc();
+        metrics.connections_open.sub(1);
+        if let (Some(cause), Some(home)) = (report, conn.home()) {
+            self.route(
+                home,
+                Msg::Closed {
+                    stream: conn.id,
+                    cause,
+                },
+            );
+        }
+        if self.draining.get() && self.conns.borrow().is_empty() {
+            self.wake.notify();
+        }
+    }
+
+    pub fn note_frame_error(&self, conn: &Conn, error: &bps_proto::FrameError) {
+        tracing::debug!(stream = conn.id.0, peer = %conn.peer.0, %error, "bad frame");
+        self.metrics().frame_errors.inc();
+    }
+
+    // ----- routing -----
+
+    /// The home core of the cohort a Join names (its canonical key's hash), or this core
+    /// for a Join that does not validate (the local state machine answers REJECTED).
+    pub fn home_of_join(&self, body: &Bytes) -> usize {
+        let cores = self.shared.inboxes.len();
+        if cores == 1 {
+            return 0;
+        }
+        let Ok(join) = bps_proto::decode_join(body.clone()) else {
+            return self.core;
+        };
+        match bps_proto::validate_join(&join) {
+            Ok(valid) => {
+                let mut hasher = std::hash::DefaultHasher::new();
+                valid.key.as_bytes().hash(&mut hasher);
+                (hasher.finish() % cores as u64) as usize
+            }
+            Err(_) => self.core,
+        }
+    }
+
+    pub fn send_join(&self, home: usize, conn: &Conn, body: Bytes) {
+        self.route(
+            home,
+            Msg::Join {
+                stream: conn.id,
+                peer: conn.peer,
+                body,
+            },
+        );
+    }
+
+    pub fn send_frame(&self, home: usize, stream: StreamId, body: Bytes) {
+        self.route(
+            home,
+            Msg::Frame {
+                stream,
+                body,
+                read_at: Instant::now(),
+            },
+        );
+    }
+
+    pub fn report_written(&self, conn: &Conn, notice: WriteNotice) {
+        if let Some(home) = conn.home() {
+            self.route(
+                home,
+                Msg::Written {
+                    stream: conn.id,
+                    notice,
+                },
+            );
+        }
+    }
+
+    fn route(&self, core: usize, msg: Msg) {
+        if core == self.core {
+            self.local.borrow_mut().push_back(msg);
+            self.wake.notify();
+            return;
+        }
+        let mut overflow = self.overflow.borrow_mut();
+        let queue = &mut overflow[core];
+        if !queue.is_empty() {
+            queue.push_back(msg);
+            return;
+        }
+        if let Err(msg) = self.shared.inboxes[core].push(msg) {
+            self.metrics().inbox_full.inc();
+            queue.push_back(msg);
+        }
+    }
+
+    fn retry_overflow(&self) {
+        let mut drained_all = true;
+        {
+            let mut overflow = self.overflow.borrow_mut();
+            for (core, queue) in overflow.iter_mut().enumerate() {
+                while let Some(msg) = queue.pop_front() {
+                    if let Err(msg) = self.shared.inboxes[core].push(msg) {
+                        queue.push_front(msg);
+                        drained_all = false;
+                        break;
+                    }
+                }
+            }
+        }
+        if drained_all {
+            for waker in self.unpaused.borrow_mut().drain(..) {
+                waker.wake();
+            }
+        }
+    }
+
+    fn paused(&self) -> bool {
+        self.overflow.borrow().iter().any(|queue| !queue.is_empty())
+    }
+
+    /// Waits while another core's inbox is full: reading more would only queue more here.
+    pub async fn wait_unpaused(&self) {
+        poll_fn(|cx| {
+            if self.paused() {
+                self.unpaused.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+    }
+
+    // ----- the loop -----
+
+    /// Runs until a drain has closed every connection.
+    pub async fn main_loop(self: Rc<Self>) {
+        loop {
+            self.wait_for_work().await;
+            let now = self.now();
+            let mut taken = 0;
+            while taken < MESSAGES_PER_TURN {
+                let next = self.local.borrow_mut().pop_front();
+                let msg = match next {
+                    Some(msg) => msg,
+                    None => match self.shared.inboxes[self.core].pop() {
+                        Some(msg) => msg,
+                        None => break,
+                    },
+                };
+                self.handle(now, msg);
+                taken += 1;
+            }
+            self.expire_prejoin(now);
+            if self.machine_deadline.get().is_some_and(|at| at <= now) {
+                self.machine_deadline.set(None);
+                self.machine.borrow_mut().on_tick(now);
+                self.execute();
+            }
+            self.submit_pending_verify();
+            self.retry_overflow();
+            let metrics = self.metrics();
+            metrics
+                .inbox_depth
+                .set(self.shared.inboxes[self.core].len() as u64);
+            metrics
+                .verify_queue_depth
+                .set(self.shared.pool_stats.depth.load(Ordering::Relaxed) as u64);
+            if self.draining.get()
+                && self.conns.borrow().is_empty()
+                && self.local.borrow().is_empty()
+            {
+                return;
+            }
+            if taken == MESSAGES_PER_TURN || self.paused() {
+                yield_turn().await;
+            }
+        }
+    }
+
+    async fn wait_for_work(&self) {
+        let now = self.now();
+        let housekeeping = Millis(now.0 + HOUSEKEEPING_MS);
+        let until = match self.machine_deadline.get() {
+            Some(at) if at < housekeeping => at,
+            _ => housekeeping,
+        };
+        let sleep = monoio::time::sleep(Duration::from_millis(until.0.saturating_sub(now.0)));
+        let mut sleep = std::pin::pin!(sleep);
+        let inbox = &self.shared.inboxes[self.core];
+        poll_fn(|cx| {
+            if !self.local.borrow().is_empty() {
+                return Poll::Ready(());
+            }
+            if self.wake.poll_notified(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            inbox.register(cx.waker());
+            if !inbox.is_empty() {
+                return Poll::Ready(());
+            }
+            sleep.as_mut().poll(cx)
+        })
+        .await;
+    }
+
+    fn handle(&self, now: Millis, msg: Msg) {
+        match msg {
+            Msg::Join { stream, peer, body } => {
+                self.machine.borrow_mut().on_join(now, peer, stream, body);
+            }
+            Msg::Frame {
+                stream,
+                body,
+                read_at,
+            } => {
+                self.current_read_at.set(Some(read_at));
+                self.machine.borrow_mut().on_frame(now, stream, body);
+            }
+            Msg::Closed { stream, cause } => {
+                self.machine.borrow_mut().on_closed(now, stream, cause)
+            }
+            Msg::Written { stream, notice } => {
+                self.machine.borrow_mut().on_written(now, stream, notice)
+            }
+            Msg::Verified(batch) => {
+                for done in batch {
+                    self.verified(now, done);
+                }
+            }
+            Msg::Send {
+                stream,
+                frame,
+                notice,
+            } => self.enqueue(stream, frame, notice, None),
+            Msg::Deliver {
+                frame,
+                targets,
+                from,
+                to,
+                read_at,
+            } => {
+                for stream in &targets[from..to] {
+                    self.enqueue(*stream, frame.clone(), None, read_at);
+                }
+            }
+            Msg::Credit { stream } => {
+                if let Some(conn) = self.conns.borrow().get(&stream) {
+                    conn.credit();
+                }
+            }
+            Msg::Close { stream, reason } => {
+                let conn = self.conns.borrow().get(&stream).cloned();
+                if let Some(conn) = conn {
+                    conn.close_by_home(reason);
+                }
+            }
+            Msg::Ping { reply } => {
+                let _ = reply.send(self.core);
+            }
+            Msg::Snapshot { reply } => {
+                let _ = reply.send(self.machine.borrow().snapshot_json(now));
+            }
+            Msg::Reload(config) => self.machine.borrow_mut().reconfigure(*config),
+            Msg::Drain => self.start_drain(),
+        }
+        self.execute();
+        self.current_read_at.set(None);
+    }
+
+    fn verified(&self, now: Millis, done: VerifyDone) {
+        let (_, ticket) = done.tag;
+        self.metrics().verify_jobs.inc();
+        self.metrics().verify_latency_us.record(done.latency_us);
+        let read_at = self.ticket_read_at.borrow_mut().remove(&ticket);
+        self.current_read_at.set(read_at);
+        self.machine
+            .borrow_mut()
+            .on_verified(now, ticket, done.result);
+        self.execute();
+    }
+
+    /// Carries out what the state machine decided.
+    fn execute(&self) {
+        let mut actions = std::mem::take(&mut *self.actions.borrow_mut());
+        self.machine.borrow_mut().drain_actions(&mut actions);
+        for action in actions.drain(..) {
+            match action {
+                Action::Send {
+                    stream,
+                    frame,
+                    notice,
+                } => {
+                    let owner = core_of(stream);
+                    if owner == self.core {
+                        self.enqueue(stream, frame, notice, None);
+                    } else {
+                        self.route(
+                            owner,
+                            Msg::Send {
+                                stream,
+                                frame,
+                                notice,
+                            },
+                        );
+                    }
+                }
+                Action::Deliver { frame, targets } => self.deliver(frame, targets),
+                Action::Verify { ticket, request } => {
+                    if let Some(at) = self.current_read_at.get() {
+                        self.ticket_read_at.borrow_mut().insert(ticket, at);
+                    }
+                    self.pending_verify
+                        .borrow_mut()
+                        .push_back(((self.core, ticket), request));
+                }
+                Action::Consumed { stream } => {
+                    let owner = core_of(stream);
+                    if owner == self.core {
+                        if let Some(conn) = self.conns.borrow().get(&stream) {
+                            conn.credit();
+                        }
+                    } else {
+                        self.route(owner, Msg::Credit { stream });
+                    }
+                }
+                Action::Close { stream, reason } => {
+                    let owner = core_of(stream);
+                    if owner == self.core {
+                        let conn = self.conns.borrow().get(&stream).cloned();
+                        if let Some(conn) = conn {
+                            conn.close_by_home(reason);
+                        }
+                    } else {
+                        self.route(owner, Msg::Close { stream, reason });
+                    }
+                }
+                Action::Blocklist { peer, until } => {
+                    tracing::info!(peer = %peer.0, until_ms = until.0, "peer blocklisted");
+                }
+                Action::ArmTimer { at } => {
+                    if self
+                        .machine_deadline
+                        .get()
+                        .is_none_or(|current| at < current)
+                    {
+                        self.machine_deadline.set(Some(at));
+                    }
+                }
+            }
+        }
+        *self.actions.borrow_mut() = actions;
+        self.submit_pending_verify();
+    }
+
+    /// Fans one frame out: local targets directly, one message per other core.
+    fn deliver(&self, frame: Bytes, targets: Arc<[StreamId]>) {
+        let read_at = self.current_read_at.get();
+        let mut from = 0;
+        while from < targets.len() {
+            let core = core_of(targets[from]);
+            let to = from + targets[from..].partition_point(|stream| core_of(*stream) == core);
+            if core == self.core {
+                for stream in &targets[from..to] {
+                    self.enqueue(*stream, frame.clone(), None, read_at);
+                }
+            } else {
+                self.route(
+                    core,
+                    Msg::Deliver {
+                        frame: frame.clone(),
+                        targets: Arc::clone(&targets),
+                        from,
+                        to,
+                        read_at,
+                    },
+                );
+            }
+            from = to;
+        }
+    }
+
+    fn enqueue(
+        &self,
+        stream: StreamId,
+        frame: Bytes,
+        notice: Option<WriteNotice>,
+        read_at: Option<Instant>,
+    ) {
+        let conn = self.conns.borrow().get(&stream).cloned();
+        let Some(conn) = conn else { return };
+        if !conn.enqueue(frame, notice, read_at) {
+            self.metrics().queue_resets.inc();
+            if let Some(home) = conn.home() {
+                self.route(
+                    home,
+                    Msg::Closed {
+                        stream,
+                        cause: ClosedBy::QueueOverflow,
+                    },
+                );
+            }
+        }
+    }
+
+    fn submit_pending_verify(&self) {
+        let mut pending = self.pending_verify.borrow_mut();
+        while let Some((tag, request)) = pending.pop_front() {
+            if let Err(full) = self.shared.pool.submit(tag, request) {
+                pending.push_front((full.tag, full.request));
+                break;
+            }
+        }
+    }
+
+    fn expire_prejoin(&self, now: Millis) {
+        loop {
+            let front = self.prejoin.borrow().front().copied();
+            let Some((deadline, stream)) = front else {
+                return;
+            };
+            let conn = self.conns.borrow().get(&stream).cloned();
+            match conn {
+                Some(conn) if conn.home().is_none() => {
+                    if deadline > now {
+                        return;
+                    }
+                    self.metrics().join_timeouts.inc();
+                    conn.reset();
+                }
+                _ => {}
+            }
+            self.prejoin.borrow_mut().pop_front();
+        }
+    }
+
+    fn start_drain(&self) {
+        if self.draining.replace(true) {
+            return;
+        }
+        if let Some(fd) = self.listener_fd.get() {
+            // Wakes the pending accept with an error; the accept loop sees `draining`.
+            // SAFETY: the listener fd stays open until the accept loop returns.
+            unsafe {
+                libc::shutdown(fd, libc::SHUT_RDWR);
+            }
+        }
+        let conns: Vec<Rc<Conn>> = self.conns.borrow().values().cloned().collect();
+        for conn in conns {
+            conn.flush_and_close();
+        }
+        self.wake.notify();
+    }
+}

@@ -1,0 +1,790 @@
+//! The daemon's life: logging, startup checks, signals, systemd notifications, reload, drain.
+//!
+//! Owns: `init_logging` (tracing, text or JSON, level reloadable), `startup_checks` (refuse
+//! clear misconfiguration of the host with a message naming the fix), `SignalWatcher` (a
+//! dedicated signal-hook thread: SIGTERM/SIGINT drain, a second one exits at once with code 1,
+//! SIGHUP reloads), `plan_reload` (which changes a SIGHUP applies), the systemd notifications
+//! (READY, STOPPING, STATUS and a `Watchdog` that pets only when every core answers), and
+//! `serve`, the main thread's loop from "listening" to "drained".
+//! Never does: I/O on the broker's sockets or protocol decisions. It drives the running broker
+//! only through the `Service` trait, which `main.rs` implements over `io::Broker`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender};
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::{Handle as SignalHandle, Signals};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry, reload};
+
+use crate::admin::{AdminBackend, AdminServer};
+use crate::config::{
+    BrokerConfig, ConfigError, ConfigSources, LimitsConfig, LogConfig, LogFormat, apply_reloadable,
+    reloadable_diff,
+};
+
+/// File descriptors the broker needs besides its streams: stdio, the admin listener and its
+/// connections, the notify socket, the verification pool's wakes, log files.
+pub const NOFILE_BASE_MARGIN: u64 = 64;
+
+/// File descriptors each core needs besides its streams: its listener, its io_uring or epoll
+/// instance, its eventfd and timer.
+pub const NOFILE_PER_CORE_MARGIN: u64 = 8;
+
+/// What the daemon needs from the running broker (implemented over `io::Broker` in main.rs).
+pub trait Service {
+    /// The BPS listen address actually bound.
+    fn listen_addr(&self) -> SocketAddr;
+    /// What the admin endpoints read.
+    fn admin_backend(&self) -> Arc<dyn AdminBackend>;
+    /// Applies the reloadable keys of `config` on every core.
+    fn reload(&self, config: &BrokerConfig);
+    /// Stops accepting, closes every stream cleanly, and waits for the cores up to `deadline`.
+    fn drain(self, deadline: Duration) -> DrainSummary;
+    /// `io_uring` or `epoll`.
+    fn driver(&self) -> &'static str;
+    /// Cores running.
+    fn cores(&self) -> usize;
+}
+
+/// What a drain did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainSummary {
+    /// Streams open when the drain began (all closed by it unless it timed out).
+    pub streams_closed: u64,
+    /// Whether some core was still busy at the deadline.
+    pub timed_out: bool,
+}
+
+/// Controls the log filter after start (SIGHUP changes `log.level`).
+pub struct LogControl {
+    handle: Option<reload::Handle<EnvFilter, Registry>>,
+    rust_log: Option<String>,
+}
+
+impl fmt::Debug for LogControl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogControl")
+            .field("reloadable", &self.handle.is_some())
+            .field("rust_log", &self.rust_log)
+            .finish()
+    }
+}
+
+impl LogControl {
+    /// A control that changes nothing (tests, or logging set up elsewhere).
+    #[must_use]
+    pub fn detached() -> LogControl {
+        LogControl {
+            handle: None,
+            rust_log: None,
+        }
+    }
+
+    /// Applies a new `log.level`, unless `RUST_LOG` overrides it.
+    pub fn set_level(&self, level: &str) {
+        if let Some(rust_log) = &self.rust_log {
+            tracing::warn!(%rust_log, level, "RUST_LOG is set and wins over log.level");
+            return;
+        }
+        let Some(handle) = &self.handle else {
+            return;
+        };
+        match EnvFilter::try_new(level) {
+            Ok(filter) => {
+                if let Err(error) = handle.reload(filter) {
+                    tracing::warn!(%error, "could not apply log.level");
+                }
+            }
+            Err(error) => tracing::warn!(%error, level, "invalid log.level ignored"),
+        }
+    }
+}
+
+/// Installs the global tracing subscriber: `RUST_LOG` (when set and non-empty) or `log.level`
+/// as the filter, text or JSON lines on stderr (journald takes stderr under systemd).
+///
+/// # Errors
+/// When the filter does not parse or a subscriber is already installed.
+pub fn init_logging(log: &LogConfig, rust_log: Option<String>) -> Result<LogControl, String> {
+    let rust_log = rust_log.filter(|value| !value.trim().is_empty());
+    let directives = rust_log.as_deref().unwrap_or(&log.level);
+    let filter = EnvFilter::try_new(directives)
+        .map_err(|error| format!("invalid log filter {directives:?}: {error}"))?;
+    let (filter, handle) = reload::Layer::new(filter);
+    let format = match log.format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+            .boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(format)
+        .try_init()
+        .map_err(|error| format!("cannot install the logger: {error}"))?;
+    Ok(LogControl {
+        handle: Some(handle),
+        rust_log,
+    })
+}
+
+/// What the startup checks need to know about the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostFacts {
+    /// Cores this process may run on.
+    pub available_cores: usize,
+    /// `RLIMIT_NOFILE` soft limit after `raise_nofile_limit`, if it could be read.
+    pub nofile_soft: Option<u64>,
+}
+
+impl HostFacts {
+    /// Reads the host: the affinity mask's cores and the current `RLIMIT_NOFILE`.
+    #[must_use]
+    pub fn probe() -> HostFacts {
+        HostFacts {
+            available_cores: available_cores(),
+            nofile_soft: nofile_limits().map(|(soft, _)| soft),
+        }
+    }
+}
+
+/// Cores this process may run on (its affinity mask, as the I/O layer pins to).
+#[must_use]
+pub fn available_cores() -> usize {
+    core_affinity::get_core_ids()
+        .map(|ids| ids.len())
+        .filter(|count| *count > 0)
+        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+        .unwrap_or(1)
+}
+
+/// File descriptors the configuration needs on `cores` cores.
+#[must_use]
+pub fn nofile_needed(config: &BrokerConfig, cores: usize) -> u64 {
+    let streams = u64::try_from(config.limits.connections_max).unwrap_or(u64::MAX);
+    let cores = u64::try_from(cores).unwrap_or(u64::MAX);
+    streams
+        .saturating_mul(config.server.nofile_per_stream)
+        .saturating_add(NOFILE_BASE_MARGIN)
+        .saturating_add(cores.saturating_mul(NOFILE_PER_CORE_MARGIN))
+}
+
+/// The `RLIMIT_NOFILE` (soft, hard) limits.
+fn nofile_limits() -> Option<(u64, u64)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` into the valid, exclusively borrowed `limit`.
+    let status = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) };
+    (status == 0).then_some((limit.rlim_cur, limit.rlim_max))
+}
+
+/// Raises the `RLIMIT_NOFILE` soft limit towards `needed` (up to the hard limit, which only
+/// the service manager may raise) and returns the soft limit in force afterwards.
+pub fn raise_nofile_limit(needed: u64) -> Option<u64> {
+    let (soft, hard) = nofile_limits()?;
+    if soft >= needed {
+        return Some(soft);
+    }
+    let target = needed.min(hard);
+    if target <= soft {
+        return Some(soft);
+    }
+    let limit = libc::rlimit {
+        rlim_cur: target,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit only reads the valid `limit`.
+    let status = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) };
+    if status == 0 {
+        tracing::info!(
+            from = soft,
+            to = target,
+            "raised the RLIMIT_NOFILE soft limit"
+        );
+        Some(target)
+    } else {
+        Some(soft)
+    }
+}
+
+/// Refuses clear misconfiguration of the host, each message naming the fix. Returns the
+/// configuration to run with: when `limits.connections_max` is left at its default and the
+/// file-descriptor limit cannot hold it, the default is lowered to what fits (with a warning
+/// from the caller); an explicit value that does not fit is refused.
+///
+/// # Errors
+/// Every refusal, one message each.
+pub fn startup_checks(
+    config: &BrokerConfig,
+    host: &HostFacts,
+) -> Result<(BrokerConfig, Vec<String>), Vec<String>> {
+    let mut refusals = Vec::new();
+    let mut warnings = Vec::new();
+    let mut effective = config.clone();
+    if config.server.cores > host.available_cores {
+        refusals.push(format!(
+            "server.cores = {} but only {} cores are available to this process: lower \
+             --cores / server.cores, or set it to 0 to use all of them",
+            config.server.cores, host.available_cores
+        ));
+    }
+    let cores = config.effective_cores(host.available_cores);
+    let needed = nofile_needed(config, cores);
+    if let Some(soft) = host.nofile_soft.filter(|soft| *soft < needed) {
+        let margin = nofile_needed(config, cores)
+            - u64::try_from(config.limits.connections_max)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(config.server.nofile_per_stream);
+        let fitting = soft.saturating_sub(margin) / config.server.nofile_per_stream.max(1);
+        let is_default = config.limits.connections_max == LimitsConfig::default().connections_max;
+        if is_default && fitting > 0 {
+            effective.limits.connections_max = usize::try_from(fitting).unwrap_or(usize::MAX);
+            warnings.push(format!(
+                "RLIMIT_NOFILE is {soft}, too low for the default limits.connections_max = {} \
+                 (needs {needed}); running with limits.connections_max = {fitting}. Raise \
+                 LimitNOFILE= in the unit or `ulimit -n` to get the default",
+                config.limits.connections_max
+            ));
+        } else {
+            refusals.push(format!(
+                "RLIMIT_NOFILE is {soft} but limits.connections_max = {} x \
+                 server.nofile_per_stream = {} plus {margin} for listeners and runtimes needs \
+                 {needed}: raise LimitNOFILE= in the unit or `ulimit -n`, or lower \
+                 limits.connections_max to at most {fitting}",
+                config.limits.connections_max, config.server.nofile_per_stream
+            ));
+        }
+    }
+    if refusals.is_empty() {
+        Ok((effective, warnings))
+    } else {
+        Err(refusals)
+    }
+}
+
+/// A signal the main thread acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// SIGHUP: re-read the configuration.
+    Reload,
+    /// SIGTERM or SIGINT: drain and exit.
+    Drain,
+}
+
+/// The signal thread. SIGTERM/SIGINT send one `Event::Drain`; a second one exits the process
+/// at once with code 1 (the operator insists). SIGHUP sends `Event::Reload`.
+#[derive(Debug)]
+pub struct SignalWatcher {
+    handle: SignalHandle,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SignalWatcher {
+    /// Installs the handlers and starts the thread; events arrive on the returned receiver.
+    ///
+    /// # Errors
+    /// When a handler cannot be installed or the thread cannot start.
+    pub fn start() -> std::io::Result<(SignalWatcher, Receiver<Event>)> {
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+        let handle = signals.handle();
+        let (sender, receiver) = channel::unbounded();
+        let thread = std::thread::Builder::new()
+            .name("bps-signals".to_owned())
+            .spawn(move || watch(&mut signals, &sender))?;
+        Ok((
+            SignalWatcher {
+                handle,
+                thread: Some(thread),
+            },
+            receiver,
+        ))
+    }
+}
+
+impl Drop for SignalWatcher {
+    fn drop(&mut self) {
+        self.handle.close();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn watch(signals: &mut Signals, events: &Sender<Event>) {
+    let mut draining = false;
+    for signal in signals.forever() {
+        match signal {
+            SIGHUP => {
+                let _ = events.send(Event::Reload);
+            }
+            _ if draining => {
+                eprintln!("bps-broker: second termination signal, exiting now");
+                std::process::exit(1);
+            }
+            _ => {
+                draining = true;
+                let _ = events.send(Event::Drain);
+            }
+        }
+    }
+}
+
+/// What a SIGHUP does, decided from the running configuration and the freshly loaded one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReloadPlan {
+    /// The new configuration did not load or validate: keep running with the old one.
+    Invalid(Vec<ConfigError>),
+    /// Nothing changed.
+    Unchanged,
+    /// Apply `config`: `changes` lists the reloadable keys applied
+    /// (`"timeouts.claim_deadline_ms: 30000 -> 5000"`), `restart_required` the changed keys
+    /// kept at their old value until a restart.
+    Apply {
+        /// The configuration to run with from now on.
+        config: Box<BrokerConfig>,
+        /// Reloadable changes applied.
+        changes: Vec<String>,
+        /// Changed keys that need a restart, ignored.
+        restart_required: Vec<String>,
+    },
+}
+
+/// Decides a reload: validate the new configuration, apply its reloadable keys, and report the
+/// others.
+#[must_use]
+pub fn plan_reload(
+    current: &BrokerConfig,
+    loaded: Result<BrokerConfig, Vec<ConfigError>>,
+) -> ReloadPlan {
+    let new = match loaded {
+        Ok(new) => new,
+        Err(errors) => return ReloadPlan::Invalid(errors),
+    };
+    let errors = new.validate();
+    if !errors.is_empty() {
+        return ReloadPlan::Invalid(errors);
+    }
+    let (config, restart_required) = match reloadable_diff(current, &new) {
+        Ok(_) => (new, Vec::new()),
+        Err(restart_required) => (apply_reloadable(current, &new), restart_required),
+    };
+    // `config` differs from `current` in reloadable keys only, so this diff is always `Ok`.
+    let changes = reloadable_diff(current, &config).unwrap_or_default();
+    if changes.is_empty() && restart_required.is_empty() {
+        ReloadPlan::Unchanged
+    } else {
+        ReloadPlan::Apply {
+            config: Box::new(config),
+            changes,
+            restart_required,
+        }
+    }
+}
+
+/// Sends a state to systemd's notify socket (nothing when not run by systemd).
+pub fn notify(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(error) = sd_notify::notify(false, states) {
+        tracing::debug!(%error, "sd_notify failed");
+    }
+}
+
+/// Pets systemd's watchdog every `WATCHDOG_USEC / 2`, but only when every core answered a
+/// ping: a wedged core stops the petting and systemd restarts the service.
+#[derive(Debug)]
+pub struct Watchdog {
+    stop: Sender<()>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Starts petting when systemd asked for a watchdog (`WATCHDOG_USEC`); `None` otherwise.
+    #[must_use]
+    pub fn start(backend: Arc<dyn AdminBackend>) -> Option<Watchdog> {
+        let mut usec = 0_u64;
+        if !sd_notify::watchdog_enabled(false, &mut usec) || usec == 0 {
+            return None;
+        }
+        let interval = Duration::from_micros(usec / 2);
+        // A ping must finish well before the next petting is due.
+        let ping_deadline = Duration::from_micros(usec / 4);
+        let (stop, stopped) = channel::bounded::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("bps-watchdog".to_owned())
+            .spawn(move || {
+                loop {
+                    let answers = backend.ping(ping_deadline);
+                    if !answers.is_empty() && answers.iter().all(|answered| *answered) {
+                        notify(&[sd_notify::NotifyState::Watchdog]);
+                    } else {
+                        tracing::warn!(?answers, "a core did not answer; watchdog not petted");
+                    }
+                    match stopped.recv_timeout(interval) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+            })
+            .ok()?;
+        Some(Watchdog {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.stop.try_send(());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The main thread's loop once the broker listens: SIGHUP reloads through `load` (the same
+/// sources re-read), SIGTERM/SIGINT (or the signal thread going away) drains. Returns the
+/// drain's summary.
+pub fn serve<S, L>(
+    service: S,
+    admin: &AdminServer,
+    log: &LogControl,
+    events: &Receiver<Event>,
+    mut config: BrokerConfig,
+    mut load: L,
+) -> DrainSummary
+where
+    S: Service,
+    L: FnMut() -> Result<BrokerConfig, Vec<ConfigError>>,
+{
+    // Anything but a reload (a drain, or the signal thread gone) ends serving.
+    while let Ok(Event::Reload) = events.recv() {
+        match plan_reload(&config, load()) {
+            ReloadPlan::Invalid(errors) => {
+                for error in &errors {
+                    tracing::error!(%error, "reload refused; keeping the running config");
+                }
+            }
+            ReloadPlan::Unchanged => tracing::info!("reload: nothing changed"),
+            ReloadPlan::Apply {
+                config: new,
+                changes,
+                restart_required,
+            } => {
+                for change in &changes {
+                    tracing::info!(change, "reload applied");
+                }
+                for key in &restart_required {
+                    tracing::warn!(key, "changed key needs a restart; keeping the old value");
+                }
+                service.reload(&new);
+                admin.set_healthz_deadline(Duration::from_millis(new.timeouts.healthz_deadline_ms));
+                if new.log.level != config.log.level {
+                    log.set_level(&new.log.level);
+                }
+                config = *new;
+            }
+        }
+    }
+    let deadline = Duration::from_millis(config.server.drain_deadline_ms);
+    tracing::info!(deadline_ms = config.server.drain_deadline_ms, "draining");
+    notify(&[
+        sd_notify::NotifyState::Stopping,
+        sd_notify::NotifyState::Status("draining"),
+    ]);
+    admin.set_draining();
+    let summary = service.drain(deadline);
+    if summary.timed_out {
+        tracing::warn!(
+            streams = summary.streams_closed,
+            "drain deadline reached with cores still busy"
+        );
+    } else {
+        tracing::info!(streams = summary.streams_closed, "drained");
+    }
+    summary
+}
+
+/// The machine-parseable start line tests and scripts read from stderr.
+#[must_use]
+pub fn listening_line(listen: SocketAddr, admin: SocketAddr, driver: &str, cores: usize) -> String {
+    format!("bps-broker listening listen={listen} admin={admin} driver={driver} cores={cores}")
+}
+
+/// Everything `run` needs from `main.rs`: how to start the broker.
+pub type Start<S> = fn(&BrokerConfig) -> Result<S, String>;
+
+/// The whole `run` path after the command line is parsed: load and validate the config, start
+/// logging, check the host, start the broker and the admin server, tell systemd, serve until a
+/// drain. Returns the process exit code (0 after a drain, 1 on any refusal).
+#[must_use]
+pub fn run<S: Service>(sources: &ConfigSources, start: Start<S>) -> u8 {
+    let config = match BrokerConfig::load_from_process_env(sources) {
+        Ok(config) => config,
+        Err(errors) => return refuse_config(&errors),
+    };
+    let errors = config.validate();
+    if !errors.is_empty() {
+        return refuse_config(&errors);
+    }
+    let log = match init_logging(&config.log, std::env::var("RUST_LOG").ok()) {
+        Ok(log) => log,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 1;
+        }
+    };
+    let available = available_cores();
+    let needed = nofile_needed(&config, config.effective_cores(available));
+    let host = HostFacts {
+        available_cores: available,
+        nofile_soft: raise_nofile_limit(needed),
+    };
+    let config = match startup_checks(&config, &host) {
+        Ok((config, warnings)) => {
+            for warning in warnings {
+                tracing::warn!("{warning}");
+            }
+            config
+        }
+        Err(refusals) => {
+            for refusal in refusals {
+                tracing::error!("refusing to start: {refusal}");
+            }
+            return 1;
+        }
+    };
+    // Handlers first, so a SIGTERM during start is a drain and not a kill mid-bind.
+    let (signals, events) = match SignalWatcher::start() {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            tracing::error!("cannot install signal handlers: {error}");
+            return 1;
+        }
+    };
+    let admin_listener = match crate::admin::AdminListener::bind(config.server.admin_listen) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(
+                "cannot listen on {} (server.admin_listen): {error}",
+                config.server.admin_listen
+            );
+            return 1;
+        }
+    };
+    let service = match start(&config) {
+        Ok(service) => service,
+        Err(message) => {
+            tracing::error!("cannot start: {message}");
+            return 1;
+        }
+    };
+    let healthz_deadline = Duration::from_millis(config.timeouts.healthz_deadline_ms);
+    let admin = match admin_listener.serve(service.admin_backend(), healthz_deadline) {
+        Ok(admin) => admin,
+        Err(error) => {
+            tracing::error!("cannot start the admin server: {error}");
+            let _ = service.drain(Duration::ZERO);
+            return 1;
+        }
+    };
+    let line = listening_line(
+        service.listen_addr(),
+        admin.local_addr(),
+        service.driver(),
+        service.cores(),
+    );
+    eprintln!("{line}");
+    tracing::info!(
+        listen = %service.listen_addr(),
+        admin = %admin.local_addr(),
+        driver = service.driver(),
+        cores = service.cores(),
+        "listening"
+    );
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&line),
+    ]);
+    let watchdog = Watchdog::start(service.admin_backend());
+    // A reload re-reads the same sources and fits them to the host the same way, so a
+    // default lowered at start is not mistaken for a change.
+    let summary = serve(service, &admin, &log, &events, config, || {
+        BrokerConfig::load_from_process_env(sources)
+            .map(|loaded| startup_checks(&loaded, &host).map_or(loaded, |(fitted, _)| fitted))
+    });
+    drop(watchdog);
+    admin.stop();
+    drop(signals);
+    tracing::info!(
+        streams_closed = summary.streams_closed,
+        timed_out = summary.timed_out,
+        "stopped"
+    );
+    0
+}
+
+/// Prints every config error, one per line, and returns exit code 1.
+fn refuse_config(errors: &[ConfigError]) -> u8 {
+    for error in errors {
+        eprintln!("error: {error}");
+    }
+    1
+}
+
+/// `check-config`: 0 with "config ok" and the effective config on stdout, or 1 with every
+/// error on stderr, one per line. Host checks that would refuse `run` here are printed as
+/// warnings: the config may be meant for another host.
+#[must_use]
+pub fn check_config(sources: &ConfigSources) -> u8 {
+    let config = match BrokerConfig::load_from_process_env(sources) {
+        Ok(config) => config,
+        Err(errors) => return refuse_config(&errors),
+    };
+    let errors = config.validate();
+    if !errors.is_empty() {
+        return refuse_config(&errors);
+    }
+    match startup_checks(&config, &HostFacts::probe()) {
+        Ok((_, warnings)) => {
+            for warning in warnings {
+                eprintln!("warning: {warning}");
+            }
+        }
+        Err(refusals) => {
+            for refusal in refusals {
+                eprintln!("warning: on this host, run would refuse: {refusal}");
+            }
+        }
+    }
+    println!("config ok");
+    print!("{}", config.to_toml());
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(cores: usize, nofile: u64) -> HostFacts {
+        HostFacts {
+            available_cores: cores,
+            nofile_soft: Some(nofile),
+        }
+    }
+
+    #[test]
+    fn startup_checks_pass_with_room() {
+        let config = BrokerConfig::default();
+        let Ok((effective, warnings)) = startup_checks(&config, &host(4, 1 << 20)) else {
+            panic!("refused");
+        };
+        assert_eq!(effective, config);
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn startup_checks_refuse_too_many_cores_and_explicit_connections() {
+        let mut config = BrokerConfig::default();
+        config.server.cores = 8;
+        config.limits.connections_max = 10_000;
+        let Err(refusals) = startup_checks(&config, &host(2, 1024)) else {
+            panic!("accepted");
+        };
+        assert_eq!(refusals.len(), 2);
+        assert!(refusals[0].contains("server.cores = 8"));
+        assert!(refusals[1].contains("LimitNOFILE="));
+        assert!(refusals[1].contains("ulimit -n"));
+        assert!(refusals[1].contains("limits.connections_max"));
+    }
+
+    #[test]
+    fn startup_checks_fit_the_default_connection_bound() {
+        let config = BrokerConfig::default();
+        let Ok((effective, warnings)) = startup_checks(&config, &host(2, 20_000)) else {
+            panic!("refused");
+        };
+        // 20000 minus 64 base minus 2 x 8 per core.
+        assert_eq!(effective.limits.connections_max, 19_920);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("LimitNOFILE="));
+    }
+
+    #[test]
+    fn nofile_needed_counts_margins() {
+        let mut config = BrokerConfig::default();
+        config.limits.connections_max = 1000;
+        config.server.nofile_per_stream = 2;
+        assert_eq!(nofile_needed(&config, 4), 2000 + 64 + 32);
+    }
+
+    #[test]
+    fn reload_plans() {
+        let current = BrokerConfig::default();
+        assert_eq!(
+            plan_reload(&current, Ok(current.clone())),
+            ReloadPlan::Unchanged
+        );
+
+        let mut new = current.clone();
+        new.timeouts.claim_deadline_ms = 5000;
+        new.server.cores = 3;
+        new.limits.frame_bytes_max = 20_000;
+        let ReloadPlan::Apply {
+            config,
+            changes,
+            restart_required,
+        } = plan_reload(&current, Ok(new))
+        else {
+            panic!("expected apply");
+        };
+        assert_eq!(config.timeouts.claim_deadline_ms, 5000);
+        assert_eq!(config.server.cores, 0);
+        assert_eq!(
+            config.limits.frame_bytes_max,
+            current.limits.frame_bytes_max
+        );
+        assert_eq!(
+            changes,
+            vec!["timeouts.claim_deadline_ms: 30000 -> 5000".to_owned()]
+        );
+        assert_eq!(
+            restart_required,
+            vec![
+                "limits.frame_bytes_max".to_owned(),
+                "server.cores".to_owned()
+            ]
+        );
+
+        let mut invalid = current.clone();
+        invalid.limits.cohorts_max = 0;
+        let ReloadPlan::Invalid(errors) = plan_reload(&current, Ok(invalid)) else {
+            panic!("expected invalid");
+        };
+        assert_eq!(errors[0].key, "limits.cohorts_max");
+    }
+
+    #[test]
+    fn listening_line_is_stable() {
+        assert_eq!(
+            listening_line(
+                SocketAddr::from(([127, 0, 0, 1], 5)),
+                SocketAddr::from(([127, 0, 0, 1], 6)),
+                "epoll",
+                2
+            ),
+            "bps-broker listening listen=127.0.0.1:5 admin=127.0.0.1:6 driver=epoll cores=2"
+        );
+    }
+}

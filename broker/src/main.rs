@@ -1,0 +1,78 @@
+//! `bps-broker`: the daemon's entry point.
+//!
+//! Owns: the global allocator (mimalloc: per-thread heaps suit thread-per-core fan-out), the
+//! exit codes (0 ok, 1 refused config or start, 2 bad usage) and the adapter that lets
+//! `lifecycle` drive `io::Broker`.
+//! Never does: anything `cli`, `config` or `lifecycle` already do; this file only wires them.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bps_broker::admin::AdminBackend;
+use bps_broker::cli::{Cli, Command};
+use bps_broker::config::BrokerConfig;
+use bps_broker::io::Broker;
+use bps_broker::lifecycle::{self, DrainSummary, Service};
+use clap::Parser;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // Help and version go to stdout with 0; bad usage to stderr with 2.
+            let _ = error.print();
+            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
+        }
+    };
+    let code = match cli.into_command() {
+        Command::Run(args) => lifecycle::run(&args.sources(), start),
+        Command::CheckConfig(args) => lifecycle::check_config(&args.sources()),
+    };
+    ExitCode::from(code)
+}
+
+/// Starts the I/O layer.
+fn start(config: &BrokerConfig) -> Result<IoService, String> {
+    Broker::start(config)
+        .map(IoService)
+        .map_err(|error| error.to_string())
+}
+
+/// `io::Broker` seen through `lifecycle::Service`.
+#[derive(Debug)]
+struct IoService(Broker);
+
+impl Service for IoService {
+    fn listen_addr(&self) -> SocketAddr {
+        self.0.listen_addr()
+    }
+
+    fn admin_backend(&self) -> Arc<dyn AdminBackend> {
+        self.0.admin_backend()
+    }
+
+    fn reload(&self, config: &BrokerConfig) {
+        self.0.reload(config);
+    }
+
+    fn drain(self, deadline: Duration) -> DrainSummary {
+        let report = self.0.drain(deadline);
+        DrainSummary {
+            streams_closed: report.streams_closed,
+            timed_out: report.timed_out,
+        }
+    }
+
+    fn driver(&self) -> &'static str {
+        self.0.driver()
+    }
+
+    fn cores(&self) -> usize {
+        self.0.cores()
+    }
+}

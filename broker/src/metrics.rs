@@ -1,0 +1,1046 @@
+//! Metrics: lock-free per-core instruments and the Prometheus text rendering of a scrape.
+//!
+//! Owns: `Counter`, `Gauge`, `Histogram` (atomics only), `CoreMetrics` (one per core, shared by
+//! `Arc`, written only by the core that owns it), the protocol figures a scrape carries
+//! (`ProtocolMetric`, `CohortSeries`), the `MetricsSnapshot` the admin backend hands over,
+//! and `render_prometheus`, which merges the per-core figures at scrape time and writes the
+//! text exposition format 0.0.4.
+//! Never does: take a lock, allocate or format on the hot path. Recording is one relaxed
+//! atomic add; all the merging, summing and formatting is paid by the scraper.
+//!
+//! Naming: every family starts with `bps_`. Counters end in `_total`. Figures kept per core
+//! are exported twice: merged as `bps_<name>` and per core as `bps_core_<name>{core="N"}`, in
+//! separate families so that `sum()` over either never double counts. Protocol counters are
+//! exported broker-wide as `bps_<name>_total` and per cohort as
+//! `bps_cohort_<name>_total{cohort="<first 16 hex digits of the key>"}`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::protocol::counters::{Counter as ProtocolCounter, CounterRegistry};
+
+/// The counters every cohort MUST expose (R40: SWIP-74's seven plus SWIP-60's
+/// `invalid_roster`), with their help text. Rendered per cohort and in total even when zero,
+/// so that a dashboard never sees a family appear out of nowhere.
+pub const R40_COUNTERS: [(&str, &str); 8] = [
+    (
+        "wrong_stream",
+        "Frames from a spectator or silent stream, or service kinds from a non-admin (R13).",
+    ),
+    ("unknown_kind", "Frames of an unknown kind, dropped (R14)."),
+    (
+        "wrong_challenge",
+        "Frames under another stream's challenge, dropped (R15).",
+    ),
+    (
+        "invalid_soc",
+        "Frames whose chunk failed id derivation or SOC validation (R17).",
+    ),
+    (
+        "claim_timeout",
+        "Pending or silent streams disconnected at the claim deadline (R35).",
+    ),
+    ("retransmit", "Frames below the cursor, dropped (R16)."),
+    (
+        "queue_reset",
+        "Streams reset because their outbound queue was full (R26).",
+    ),
+    (
+        "invalid_roster",
+        "Valid ROSTER chunks whose payload did not decode (R20).",
+    ),
+];
+
+/// Hex digits of the cohort key shown in the `cohort` label: enough to tell cohorts apart on a
+/// dashboard, short enough to keep label cardinality cheap to store.
+pub const COHORT_LABEL_HEX_DIGITS: usize = 16;
+
+/// Buckets of the latency histograms: upper bounds 1 µs .. 2^25 µs (about 34 s), which covers
+/// everything from one keccak to a stalled verification pool.
+pub const LATENCY_BUCKETS: usize = 26;
+
+/// Buckets of the frames-per-write histogram: upper bounds 1 .. 1024 frames, the kernel's
+/// `IOV_MAX`, so no vectored write can land past the last finite bucket.
+pub const FRAMES_PER_WRITE_BUCKETS: usize = 11;
+
+/// A monotonically increasing count. One relaxed atomic add per event.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// Adds `amount`.
+    pub fn add(&self, amount: u64) {
+        self.0.fetch_add(amount, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    #[must_use]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A value that goes up and down (open connections, queue depths). `inc`/`dec` pairs must
+/// balance; a `dec` below zero is a bug in the caller and shows as a huge value.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicU64);
+
+impl Gauge {
+    /// Sets the value.
+    pub fn set(&self, value: u64) {
+        self.0.store(value, Ordering::Relaxed);
+    }
+
+    /// Adds one.
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// Subtracts one.
+    pub fn dec(&self) {
+        self.sub(1);
+    }
+
+    /// Adds `amount`.
+    pub fn add(&self, amount: u64) {
+        self.0.fetch_add(amount, Ordering::Relaxed);
+    }
+
+    /// Subtracts `amount`.
+    pub fn sub(&self, amount: u64) {
+        self.0.fetch_sub(amount, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    #[must_use]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A histogram with fixed power-of-two buckets: bucket `i` counts values `v` with
+/// `2^(i-1) < v <= 2^i` (bucket 0 takes 0 and 1), and one overflow bucket takes the rest.
+/// Recording is three relaxed atomic adds; cumulating for Prometheus happens at scrape time.
+#[derive(Debug)]
+pub struct Histogram {
+    /// Per-bucket (not cumulative) counts; the last entry is the overflow (`+Inf`) bucket.
+    buckets: Box<[AtomicU64]>,
+    sum: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    /// A histogram with `finite_buckets` buckets of upper bounds `1, 2, 4, .., 2^(n-1)`.
+    ///
+    /// # Panics
+    /// If `finite_buckets` is 0 or above 63: the bounds must fit in a `u64`.
+    #[must_use]
+    pub fn new(finite_buckets: usize) -> Histogram {
+        assert!(
+            (1..=63).contains(&finite_buckets),
+            "histogram bucket count out of range: {finite_buckets}"
+        );
+        Histogram {
+            buckets: (0..=finite_buckets).map(|_| AtomicU64::new(0)).collect(),
+            sum: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one observation.
+    pub fn record(&self, value: u64) {
+        let index = bucket_index(value).min(self.buckets.len() - 1);
+        self.buckets[index].fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(value, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A copy of the current figures. Concurrent recording may make `count` and the bucket
+    /// total differ by the few observations in flight; Prometheus tolerates that.
+    #[must_use]
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        HistogramSnapshot {
+            buckets: self
+                .buckets
+                .iter()
+                .map(|bucket| bucket.load(Ordering::Relaxed))
+                .collect(),
+            sum: self.sum.load(Ordering::Relaxed),
+            count: self.count.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The bucket of `value`: the smallest `i` with `value <= 2^i`.
+fn bucket_index(value: u64) -> usize {
+    if value <= 1 {
+        0
+    } else {
+        // ceil(log2(value)) for value >= 2; at most 64, so the cast is lossless.
+        (u64::BITS - (value - 1).leading_zeros()) as usize
+    }
+}
+
+/// A copied histogram, mergeable across cores.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistogramSnapshot {
+    /// Per-bucket counts; the last entry is the overflow bucket.
+    pub buckets: Vec<u64>,
+    /// Sum of all observations.
+    pub sum: u64,
+    /// Number of observations.
+    pub count: u64,
+}
+
+impl HistogramSnapshot {
+    /// Adds another snapshot's figures to this one (an empty snapshot takes the other's shape).
+    pub fn merge(&mut self, other: &HistogramSnapshot) {
+        if self.buckets.len() < other.buckets.len() {
+            self.buckets.resize(other.buckets.len(), 0);
+        }
+        for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
+            *mine = mine.wrapping_add(*theirs);
+        }
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.count = self.count.wrapping_add(other.count);
+    }
+}
+
+/// The instruments of one core. Shared by `Arc` with the scraper; only the owning core writes.
+/// Aligned to two cache lines so that two cores' instruments never share a line.
+#[derive(Debug)]
+#[repr(align(128))]
+pub struct CoreMetrics {
+    /// Connections accepted by this core's listener.
+    pub connections_accepted: Counter,
+    /// Connections closed right after accept because the peer was blocklisted (R39).
+    pub connections_refused_blocklist: Counter,
+    /// Connections closed right after accept because `limits.connections_max` was reached.
+    pub connections_refused_limit: Counter,
+    /// Connections closed because no Join arrived within `server.join_deadline_ms`.
+    pub join_timeouts: Counter,
+    /// Connections closed, for any reason.
+    pub connections_closed: Counter,
+    /// Connections currently open on this core.
+    pub connections_open: Gauge,
+    /// Frames read from peers.
+    pub frames_in: Counter,
+    /// Frames written to peers.
+    pub frames_out: Counter,
+    /// Bytes read from peers.
+    pub bytes_in: Counter,
+    /// Bytes written to peers.
+    pub bytes_out: Counter,
+    /// Streams closed because a frame could not be split off (length above
+    /// `limits.frame_bytes_max`, malformed varint).
+    pub frame_errors: Counter,
+    /// Vectored write operations (syscalls or SQEs).
+    pub writes: Counter,
+    /// Frames carried by each vectored write: the fan-out batching at work.
+    pub frames_per_write: Histogram,
+    /// Messages that found another core's inbox full and waited in the sender's overflow.
+    pub inbox_full: Counter,
+    /// Messages waiting in this core's inbox at the last look.
+    pub inbox_depth: Gauge,
+    /// Verification jobs this core has in the pool's queue.
+    pub verify_queue_depth: Gauge,
+    /// Verification jobs this core submitted.
+    pub verify_jobs: Counter,
+    /// Microseconds from submitting a verification job to receiving its result.
+    pub verify_latency_us: Histogram,
+    /// Microseconds from reading a frame to writing it to a subscriber's socket.
+    pub accept_to_write_us: Histogram,
+    /// Streams reset because their outbound queue was full (R26).
+    pub queue_resets: Counter,
+    /// Times a connection's reads were paused for backpressure.
+    pub read_paused: Counter,
+}
+
+impl Default for CoreMetrics {
+    fn default() -> CoreMetrics {
+        CoreMetrics {
+            connections_accepted: Counter::default(),
+            connections_refused_blocklist: Counter::default(),
+            connections_refused_limit: Counter::default(),
+            join_timeouts: Counter::default(),
+            connections_closed: Counter::default(),
+            connections_open: Gauge::default(),
+            frames_in: Counter::default(),
+            frames_out: Counter::default(),
+            bytes_in: Counter::default(),
+            bytes_out: Counter::default(),
+            frame_errors: Counter::default(),
+            writes: Counter::default(),
+            frames_per_write: Histogram::new(FRAMES_PER_WRITE_BUCKETS),
+            inbox_full: Counter::default(),
+            inbox_depth: Gauge::default(),
+            verify_queue_depth: Gauge::default(),
+            verify_jobs: Counter::default(),
+            verify_latency_us: Histogram::new(LATENCY_BUCKETS),
+            accept_to_write_us: Histogram::new(LATENCY_BUCKETS),
+            queue_resets: Counter::default(),
+            read_paused: Counter::default(),
+        }
+    }
+}
+
+impl CoreMetrics {
+    /// A fresh, zeroed set of instruments behind an `Arc`, ready to share with the scraper.
+    #[must_use]
+    pub fn new_shared() -> Arc<CoreMetrics> {
+        Arc::new(CoreMetrics::default())
+    }
+
+    /// The counters with their exported names (without `bps_` and `_total`) and help texts.
+    fn counters(&self) -> [(&'static str, &'static str, &Counter); 15] {
+        [
+            (
+                "connections_accepted",
+                "Connections accepted.",
+                &self.connections_accepted,
+            ),
+            (
+                "connections_refused_blocklist",
+                "Connections refused at accept because the peer is blocklisted.",
+                &self.connections_refused_blocklist,
+            ),
+            (
+                "connections_refused_limit",
+                "Connections refused at accept because limits.connections_max was reached.",
+                &self.connections_refused_limit,
+            ),
+            (
+                "join_timeouts",
+                "Connections closed for sending no Join within server.join_deadline_ms.",
+                &self.join_timeouts,
+            ),
+            (
+                "connections_closed",
+                "Connections closed.",
+                &self.connections_closed,
+            ),
+            ("frames_in", "Frames read from peers.", &self.frames_in),
+            ("frames_out", "Frames written to peers.", &self.frames_out),
+            ("bytes_in", "Bytes read from peers.", &self.bytes_in),
+            ("bytes_out", "Bytes written to peers.", &self.bytes_out),
+            (
+                "frame_errors",
+                "Streams closed for a frame that could not be split off (too large, bad length).",
+                &self.frame_errors,
+            ),
+            ("writes", "Vectored write operations.", &self.writes),
+            (
+                "inbox_full",
+                "Cross-core messages that found the target inbox full.",
+                &self.inbox_full,
+            ),
+            (
+                "verify_jobs",
+                "Verification jobs submitted to the pool.",
+                &self.verify_jobs,
+            ),
+            (
+                "queue_resets",
+                "Streams reset because their outbound queue was full (R26).",
+                &self.queue_resets,
+            ),
+            (
+                "read_paused",
+                "Times a connection's reads were paused for backpressure.",
+                &self.read_paused,
+            ),
+        ]
+    }
+
+    /// The gauges with their exported names and help texts.
+    fn gauges(&self) -> [(&'static str, &'static str, &Gauge); 3] {
+        [
+            (
+                "connections_open",
+                "Connections currently open.",
+                &self.connections_open,
+            ),
+            (
+                "inbox_depth",
+                "Messages waiting in the cross-core inbox.",
+                &self.inbox_depth,
+            ),
+            (
+                "verify_queue_depth",
+                "Verification jobs waiting in the pool's queue.",
+                &self.verify_queue_depth,
+            ),
+        ]
+    }
+
+    /// The histograms with their exported names and help texts.
+    fn histograms(&self) -> [(&'static str, &'static str, &Histogram); 3] {
+        [
+            (
+                "frames_per_write",
+                "Frames carried by one vectored write.",
+                &self.frames_per_write,
+            ),
+            (
+                "verify_latency_us",
+                "Microseconds from submitting a verification job to its result.",
+                &self.verify_latency_us,
+            ),
+            (
+                "accept_to_write_us",
+                "Microseconds from reading a frame to writing it to a subscriber.",
+                &self.accept_to_write_us,
+            ),
+        ]
+    }
+}
+
+/// The kind of a broker-wide protocol figure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Monotonic; exported with the `_total` suffix.
+    Counter,
+    /// Goes up and down (live cohorts, attached streams).
+    Gauge,
+}
+
+/// One broker-wide figure of the protocol core (for instance a total of an R40 counter, or the
+/// number of live cohorts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtocolMetric {
+    /// Exported name without the `bps_` prefix and without `_total`, e.g. `wrong_stream`.
+    pub name: &'static str,
+    /// One-line help text.
+    pub help: &'static str,
+    /// Counter or gauge.
+    pub kind: MetricKind,
+    /// The value, summed over every home core.
+    pub value: u64,
+}
+
+/// The protocol counters and role gauges of one live cohort.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CohortSeries {
+    /// The cohort key in hex (R1); the label shows its first `COHORT_LABEL_HEX_DIGITS` digits.
+    pub key_hex: String,
+    /// Counter name (as in `ProtocolMetric::name`) and value. The R40 names missing here are
+    /// exported as zero.
+    pub counters: Vec<(&'static str, u64)>,
+    /// Attached streams by role name (`pending`, `publisher`, `spectator`, `silent`),
+    /// exported as `bps_cohort_streams{cohort,role}`.
+    pub streams_by_role: Vec<(&'static str, u64)>,
+}
+
+/// The protocol figures of a scrape, from the counter registries of every core's machine: the
+/// totals summed (they survive cohort reclaim, so they stay monotonic), a `cohorts_live` gauge,
+/// and one `CohortSeries` per live cohort.
+#[must_use]
+pub fn protocol_figures<'a>(
+    registries: impl IntoIterator<Item = &'a CounterRegistry>,
+) -> (Vec<ProtocolMetric>, Vec<CohortSeries>) {
+    let mut totals: Vec<ProtocolMetric> = ProtocolCounter::ALL
+        .iter()
+        .map(|counter| ProtocolMetric {
+            name: counter.name(),
+            help: protocol_help(counter.name()),
+            kind: MetricKind::Counter,
+            value: 0,
+        })
+        .collect();
+    let mut cohorts = Vec::new();
+    for registry in registries {
+        for (total, counter) in totals.iter_mut().zip(ProtocolCounter::ALL) {
+            total.value = total.value.wrapping_add(registry.totals().get(counter));
+        }
+        for cohort in registry.live_cohorts() {
+            cohorts.push(CohortSeries {
+                key_hex: cohort.key_hex().to_owned(),
+                counters: cohort.counters().snapshot().into_iter().collect(),
+                streams_by_role: cohort.roles_snapshot().into_iter().collect(),
+            });
+        }
+    }
+    totals.push(ProtocolMetric {
+        name: "cohorts_live",
+        help: "Live cohorts (R31).",
+        kind: MetricKind::Gauge,
+        value: cohorts.len() as u64,
+    });
+    (totals, cohorts)
+}
+
+/// The help text of a protocol counter: the R40 text, or one line per extra counter.
+fn protocol_help(name: &str) -> &'static str {
+    if let Some((_, help)) = R40_COUNTERS.iter().find(|(known, _)| *known == name) {
+        return help;
+    }
+    match name {
+        "malformed" => "Frame bodies that are not a Broadcast (violations).",
+        "joins_ok" => "Joins answered OK.",
+        "joins_full" => "Joins answered FULL (R30..R33).",
+        "joins_rejected" => "Joins answered REJECTED (R3, D6, D7, D11).",
+        "joins_blocked" => "Joins from a blocklisted peer, closed without an Ack (R39).",
+        "accepted_data" => "Accepted DATA publications.",
+        "accepted_auth" => "Accepted AUTH frames (never delivered).",
+        "accepted_roster" => "Accepted ROSTER publications.",
+        "accepted_eos" => "Accepted EOS publications.",
+        "claims" => "Streams that claimed and became publishers (R7).",
+        "deliveries" => "Frames handed to the I/O layer for receiving streams.",
+        "drop_revoked_in_grace" => "Frames of revoked streams dropped within the grace (R24).",
+        "drop_stream_gone" => "Frames for streams already closed, dropped.",
+        "superseded" => "Publisher streams reset by a newer claim of the same address (R29).",
+        "blocklisted" => "Blocklist entries issued (R39).",
+        "verify_requests" => "Verification jobs issued by the protocol core.",
+        "cohorts_created" => "Cohorts created (R2).",
+        "cohorts_reclaimed_empty" => "Cohorts reclaimed because their last stream left (R36).",
+        "cohorts_reclaimed_inactive" => "Cohorts reclaimed for inactivity (R34).",
+        "cohorts_reclaimed_eos" => "Cohorts reclaimed after an EOS (R21).",
+        _ => "Protocol event count.",
+    }
+}
+
+/// Everything one scrape exports, handed over by the admin backend.
+#[derive(Clone, Debug)]
+pub struct MetricsSnapshot {
+    /// The I/O driver in use: `io_uring` or `epoll`.
+    pub driver: &'static str,
+    /// Every core's instruments, in core order.
+    pub cores: Vec<Arc<CoreMetrics>>,
+    /// Broker-wide protocol figures. The R40 counters missing here are exported as zero.
+    pub protocol: Vec<ProtocolMetric>,
+    /// Per-cohort protocol counters.
+    pub cohorts: Vec<CohortSeries>,
+}
+
+impl MetricsSnapshot {
+    /// The Prometheus text exposition of this snapshot.
+    #[must_use]
+    pub fn render(&self) -> String {
+        render_prometheus(&self.cores, &self.protocol, &self.cohorts, self.driver)
+    }
+}
+
+/// Renders a scrape in the Prometheus text exposition format 0.0.4: per-core instruments merged
+/// and per core, broker-wide protocol figures, per-cohort counters, and `bps_driver_info`.
+#[must_use]
+pub fn render_prometheus(
+    cores: &[Arc<CoreMetrics>],
+    protocol: &[ProtocolMetric],
+    cohorts: &[CohortSeries],
+    driver: &str,
+) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    family(
+        &mut out,
+        "bps_driver_info",
+        "gauge",
+        "The I/O driver in use (io_uring or epoll).",
+    );
+    line(
+        &mut out,
+        "bps_driver_info",
+        &[("driver", driver)],
+        &1_u64.to_string(),
+    );
+    family(
+        &mut out,
+        "bps_cores",
+        "gauge",
+        "Cores running a broker runtime.",
+    );
+    line(&mut out, "bps_cores", &[], &cores.len().to_string());
+
+    render_core_counters(&mut out, cores);
+    render_core_gauges(&mut out, cores);
+    render_core_histograms(&mut out, cores);
+    render_protocol(&mut out, protocol);
+    render_cohorts(&mut out, protocol, cohorts);
+    out
+}
+
+/// Core counters, merged and per core. The names come from a zeroed template so that a broker
+/// with no cores yet still exports every family.
+fn render_core_counters(out: &mut String, cores: &[Arc<CoreMetrics>]) {
+    let template = CoreMetrics::default();
+    for (index, (name, help, _)) in template.counters().iter().enumerate() {
+        let value_of = |core: &CoreMetrics| core.counters()[index].2.get();
+        let total: u64 = cores
+            .iter()
+            .fold(0_u64, |sum, core| sum.wrapping_add(value_of(core)));
+        let merged = format!("bps_{name}_total");
+        family(out, &merged, "counter", help);
+        line(out, &merged, &[], &total.to_string());
+        let per_core = format!("bps_core_{name}_total");
+        family(out, &per_core, "counter", help);
+        for (core_index, core) in cores.iter().enumerate() {
+            line(
+                out,
+                &per_core,
+                &[("core", &core_index.to_string())],
+                &value_of(core).to_string(),
+            );
+        }
+    }
+}
+
+/// Core gauges, summed and per core.
+fn render_core_gauges(out: &mut String, cores: &[Arc<CoreMetrics>]) {
+    let template = CoreMetrics::default();
+    for (index, (name, help, _)) in template.gauges().iter().enumerate() {
+        let value_of = |core: &CoreMetrics| core.gauges()[index].2.get();
+        let total: u64 = cores
+            .iter()
+            .fold(0_u64, |sum, core| sum.wrapping_add(value_of(core)));
+        let merged = format!("bps_{name}");
+        family(out, &merged, "gauge", help);
+        line(out, &merged, &[], &total.to_string());
+        let per_core = format!("bps_core_{name}");
+        family(out, &per_core, "gauge", help);
+        for (core_index, core) in cores.iter().enumerate() {
+            line(
+                out,
+                &per_core,
+                &[("core", &core_index.to_string())],
+                &value_of(core).to_string(),
+            );
+        }
+    }
+}
+
+/// Core histograms, merged and per core.
+fn render_core_histograms(out: &mut String, cores: &[Arc<CoreMetrics>]) {
+    let template = CoreMetrics::default();
+    for (index, (name, help, histogram)) in template.histograms().iter().enumerate() {
+        let snapshots: Vec<HistogramSnapshot> = cores
+            .iter()
+            .map(|core| core.histograms()[index].2.snapshot())
+            .collect();
+        // Start from the zeroed template so the merged figure has every bucket even with no
+        // cores.
+        let mut merged = histogram.snapshot();
+        for snapshot in &snapshots {
+            merged.merge(snapshot);
+        }
+        let merged_name = format!("bps_{name}");
+        family(out, &merged_name, "histogram", help);
+        histogram_lines(out, &merged_name, None, &merged);
+        let per_core = format!("bps_core_{name}");
+        family(out, &per_core, "histogram", help);
+        for (core_index, snapshot) in snapshots.iter().enumerate() {
+            histogram_lines(out, &per_core, Some(core_index), snapshot);
+        }
+    }
+}
+
+/// The `_bucket`, `_sum` and `_count` series of one histogram (buckets cumulative).
+fn histogram_lines(
+    out: &mut String,
+    name: &str,
+    core: Option<usize>,
+    snapshot: &HistogramSnapshot,
+) {
+    let core_label = core.map(|index| index.to_string());
+    let bucket_name = format!("{name}_bucket");
+    let mut cumulative = 0_u64;
+    let finite = snapshot.buckets.len().saturating_sub(1);
+    for (index, count) in snapshot.buckets.iter().enumerate() {
+        cumulative = cumulative.wrapping_add(*count);
+        let bound = if index < finite {
+            (1_u64 << index).to_string()
+        } else {
+            "+Inf".to_owned()
+        };
+        let mut labels: Vec<(&str, &str)> = Vec::with_capacity(2);
+        if let Some(core_label) = &core_label {
+            labels.push(("core", core_label));
+        }
+        labels.push(("le", &bound));
+        line(out, &bucket_name, &labels, &cumulative.to_string());
+    }
+    let labels: Vec<(&str, &str)> = core_label
+        .as_deref()
+        .map(|core_label| vec![("core", core_label)])
+        .unwrap_or_default();
+    line(
+        out,
+        &format!("{name}_sum"),
+        &labels,
+        &snapshot.sum.to_string(),
+    );
+    // The +Inf bucket and `_count` must agree; take the bucket total, which is what was
+    // cumulated above, so a scrape racing a `record` stays self-consistent.
+    line(
+        out,
+        &format!("{name}_count"),
+        &labels,
+        &cumulative.to_string(),
+    );
+}
+
+/// Broker-wide protocol figures, with every R40 counter present.
+fn render_protocol(out: &mut String, protocol: &[ProtocolMetric]) {
+    for (name, help) in R40_COUNTERS {
+        if !protocol
+            .iter()
+            .any(|metric| metric.name == name && metric.kind == MetricKind::Counter)
+        {
+            let full = format!("bps_{name}_total");
+            family(out, &full, "counter", help);
+            line(out, &full, &[], "0");
+        }
+    }
+    for metric in protocol {
+        let base = sanitize_name(metric.name);
+        let (full, kind) = match metric.kind {
+            MetricKind::Counter => (format!("bps_{base}_total"), "counter"),
+            MetricKind::Gauge => (format!("bps_{base}"), "gauge"),
+        };
+        family(out, &full, kind, metric.help);
+        line(out, &full, &[], &metric.value.to_string());
+    }
+}
+
+/// Per-cohort counter families: the R40 names always, plus any other name a cohort reports.
+fn render_cohorts(out: &mut String, protocol: &[ProtocolMetric], cohorts: &[CohortSeries]) {
+    let mut names: Vec<(&str, &str)> = R40_COUNTERS.to_vec();
+    for cohort in cohorts {
+        for (name, _) in &cohort.counters {
+            if !names.iter().any(|(known, _)| known == name) {
+                let help = protocol
+                    .iter()
+                    .find(|metric| metric.name == *name)
+                    .map_or("Per-cohort protocol counter.", |metric| metric.help);
+                names.push((name, help));
+            }
+        }
+    }
+    family(
+        out,
+        "bps_cohort_streams",
+        "gauge",
+        "Streams attached to the cohort, by role.",
+    );
+    for cohort in cohorts {
+        let label = cohort_label(&cohort.key_hex);
+        for (role, count) in &cohort.streams_by_role {
+            line(
+                out,
+                "bps_cohort_streams",
+                &[("cohort", &label), ("role", role)],
+                &count.to_string(),
+            );
+        }
+    }
+    for (name, help) in names {
+        let full = format!("bps_cohort_{}_total", sanitize_name(name));
+        family(out, &full, "counter", help);
+        for cohort in cohorts {
+            let value = cohort
+                .counters
+                .iter()
+                .find(|(counter, _)| *counter == name)
+                .map_or(0, |(_, value)| *value);
+            line(
+                out,
+                &full,
+                &[("cohort", &cohort_label(&cohort.key_hex))],
+                &value.to_string(),
+            );
+        }
+    }
+}
+
+/// The `cohort` label value: the first hex digits of the key.
+fn cohort_label(key_hex: &str) -> String {
+    key_hex.chars().take(COHORT_LABEL_HEX_DIGITS).collect()
+}
+
+/// Writes the `# HELP` and `# TYPE` lines of a family.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    out.push_str("# HELP ");
+    out.push_str(name);
+    out.push(' ');
+    for character in help.chars() {
+        match character {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            other => out.push(other),
+        }
+    }
+    out.push('\n');
+    out.push_str("# TYPE ");
+    out.push_str(name);
+    out.push(' ');
+    out.push_str(kind);
+    out.push('\n');
+}
+
+/// Writes one sample line with its labels (values escaped as the format requires).
+fn line(out: &mut String, name: &str, labels: &[(&str, &str)], value: &str) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (index, (label, label_value)) in labels.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            out.push_str(label);
+            out.push_str("=\"");
+            for character in label_value.chars() {
+                match character {
+                    '\\' => out.push_str("\\\\"),
+                    '"' => out.push_str("\\\""),
+                    '\n' => out.push_str("\\n"),
+                    other => out.push(other),
+                }
+            }
+            out.push('"');
+        }
+        out.push('}');
+    }
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, " {value}");
+}
+
+/// A metric name made of the characters Prometheus allows (`[a-zA-Z0-9_:]`); anything else
+/// becomes `_`. Names come from code, so this only guards against a typo breaking a scrape.
+fn sanitize_name(name: &str) -> String {
+    name.chars()
+        .map(|character| {
+            if character.is_ascii_alphanumeric() || character == '_' || character == ':' {
+                character
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_index_is_ceil_log2() {
+        assert_eq!(bucket_index(0), 0);
+        assert_eq!(bucket_index(1), 0);
+        assert_eq!(bucket_index(2), 1);
+        assert_eq!(bucket_index(3), 2);
+        assert_eq!(bucket_index(4), 2);
+        assert_eq!(bucket_index(5), 3);
+        assert_eq!(bucket_index(1024), 10);
+        assert_eq!(bucket_index(1025), 11);
+        assert_eq!(bucket_index(u64::MAX), 64);
+    }
+
+    #[test]
+    fn histogram_records_and_overflows() {
+        let histogram = Histogram::new(3);
+        for value in [0, 1, 2, 3, 4, 5, 1000] {
+            histogram.record(value);
+        }
+        let snapshot = histogram.snapshot();
+        assert_eq!(snapshot.buckets, vec![2, 1, 2, 2]);
+        assert_eq!(snapshot.count, 7);
+        assert_eq!(snapshot.sum, 1015);
+    }
+
+    #[test]
+    fn snapshots_merge() {
+        let first = Histogram::new(2);
+        let second = Histogram::new(2);
+        first.record(1);
+        second.record(2);
+        second.record(9);
+        let mut merged = HistogramSnapshot::default();
+        merged.merge(&first.snapshot());
+        merged.merge(&second.snapshot());
+        assert_eq!(merged.buckets, vec![1, 1, 1]);
+        assert_eq!(merged.sum, 12);
+        assert_eq!(merged.count, 3);
+    }
+
+    #[test]
+    fn gauge_goes_both_ways() {
+        let gauge = Gauge::default();
+        gauge.inc();
+        gauge.inc();
+        gauge.dec();
+        gauge.add(5);
+        gauge.sub(2);
+        assert_eq!(gauge.get(), 4);
+        gauge.set(7);
+        assert_eq!(gauge.get(), 7);
+    }
+
+    fn sample() -> String {
+        let first = CoreMetrics::new_shared();
+        let second = CoreMetrics::new_shared();
+        first.frames_in.add(3);
+        second.frames_in.add(4);
+        first.connections_open.set(2);
+        second.connections_open.set(5);
+        first.verify_latency_us.record(100);
+        second.verify_latency_us.record(3);
+        second.frames_per_write.record(16);
+        let protocol = vec![
+            ProtocolMetric {
+                name: "wrong_stream",
+                help: "R13 violations.",
+                kind: MetricKind::Counter,
+                value: 9,
+            },
+            ProtocolMetric {
+                name: "cohorts_live",
+                help: "Live cohorts.",
+                kind: MetricKind::Gauge,
+                value: 2,
+            },
+        ];
+        let cohorts = vec![
+            CohortSeries {
+                key_hex: "0a20aabbccddeeff00112233".to_owned(),
+                counters: vec![("wrong_stream", 4), ("joins", 7)],
+                streams_by_role: vec![("spectator", 3), ("publisher", 1)],
+            },
+            CohortSeries {
+                key_hex: "0a20ffff".to_owned(),
+                counters: vec![],
+                streams_by_role: vec![],
+            },
+        ];
+        render_prometheus(&[first, second], &protocol, &cohorts, "io_uring")
+    }
+
+    #[test]
+    fn renders_merged_and_per_core_series() {
+        let text = sample();
+        assert!(text.contains("bps_driver_info{driver=\"io_uring\"} 1\n"));
+        assert!(text.contains("bps_cores 2\n"));
+        assert!(text.contains("# TYPE bps_frames_in_total counter\n"));
+        assert!(text.contains("bps_frames_in_total 7\n"));
+        assert!(text.contains("bps_core_frames_in_total{core=\"0\"} 3\n"));
+        assert!(text.contains("bps_core_frames_in_total{core=\"1\"} 4\n"));
+        assert!(text.contains("bps_connections_open 7\n"));
+        assert!(text.contains("bps_core_connections_open{core=\"1\"} 5\n"));
+    }
+
+    #[test]
+    fn renders_histograms_cumulatively() {
+        let text = sample();
+        assert!(text.contains("# TYPE bps_verify_latency_us histogram\n"));
+        assert!(text.contains("bps_verify_latency_us_bucket{le=\"2\"} 0\n"));
+        assert!(text.contains("bps_verify_latency_us_bucket{le=\"4\"} 1\n"));
+        assert!(text.contains("bps_verify_latency_us_bucket{le=\"128\"} 2\n"));
+        assert!(text.contains("bps_verify_latency_us_bucket{le=\"+Inf\"} 2\n"));
+        assert!(text.contains("bps_verify_latency_us_sum 103\n"));
+        assert!(text.contains("bps_verify_latency_us_count 2\n"));
+        assert!(text.contains("bps_core_verify_latency_us_bucket{core=\"0\",le=\"128\"} 1\n"));
+        assert!(text.contains("bps_core_verify_latency_us_count{core=\"1\"} 1\n"));
+        assert!(text.contains("bps_frames_per_write_bucket{le=\"16\"} 1\n"));
+        assert!(text.contains("bps_frames_per_write_bucket{le=\"1024\"} 1\n"));
+    }
+
+    #[test]
+    fn renders_every_r40_counter_in_total_and_per_cohort() {
+        let text = sample();
+        for (name, _) in R40_COUNTERS {
+            assert!(
+                text.contains(&format!("# TYPE bps_{name}_total counter\n")),
+                "{name}"
+            );
+            assert!(
+                text.contains(&format!("bps_cohort_{name}_total{{cohort=\"0a20ffff\"}}")),
+                "{name}"
+            );
+        }
+        assert!(text.contains("bps_wrong_stream_total 9\n"));
+        assert!(text.contains("bps_unknown_kind_total 0\n"));
+        assert!(text.contains("bps_cohorts_live 2\n"));
+        assert!(text.contains("bps_cohort_wrong_stream_total{cohort=\"0a20aabbccddeeff\"} 4\n"));
+        assert!(text.contains("bps_cohort_joins_total{cohort=\"0a20aabbccddeeff\"} 7\n"));
+        assert!(text.contains("bps_cohort_joins_total{cohort=\"0a20ffff\"} 0\n"));
+        assert!(
+            text.contains("bps_cohort_streams{cohort=\"0a20aabbccddeeff\",role=\"spectator\"} 3\n")
+        );
+    }
+
+    #[test]
+    fn exposition_is_well_formed() {
+        let text = sample();
+        let mut declared: Vec<String> = Vec::new();
+        for text_line in text.lines() {
+            if let Some(rest) = text_line.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap_or_default().to_owned();
+                assert!(!declared.contains(&name), "family declared twice: {name}");
+                declared.push(name);
+                continue;
+            }
+            if text_line.starts_with("# HELP ") {
+                continue;
+            }
+            let (series, value) = text_line.rsplit_once(' ').expect("sample has a value");
+            assert!(value.parse::<f64>().is_ok(), "bad value in {text_line}");
+            let name = series.split('{').next().unwrap_or_default();
+            assert!(
+                name.chars()
+                    .all(|character| character.is_ascii_alphanumeric() || character == '_'),
+                "bad name in {text_line}"
+            );
+            let family = declared.last().expect("a sample follows its TYPE line");
+            assert!(
+                name == family
+                    || name
+                        .strip_prefix(family.as_str())
+                        .is_some_and(|suffix| ["_bucket", "_sum", "_count"].contains(&suffix)),
+                "sample {name} outside its family {family}"
+            );
+        }
+    }
+
+    #[test]
+    fn protocol_figures_sum_registries_and_list_live_cohorts() {
+        use crate::protocol::counters::CohortCounters as ProtocolCohort;
+
+        let first = CounterRegistry::default();
+        let second = CounterRegistry::default();
+        let cohort = Arc::new(ProtocolCohort::new("ab".repeat(20)));
+        first.register(1, Arc::clone(&cohort));
+        first.add(&cohort, ProtocolCounter::Retransmit, 2);
+        second.add_total(ProtocolCounter::Retransmit, 3);
+        second.add_total(ProtocolCounter::JoinsOk, 1);
+        let (totals, cohorts) = protocol_figures([&first, &second]);
+        let value = |name: &str| {
+            totals
+                .iter()
+                .find(|metric| metric.name == name)
+                .map(|metric| metric.value)
+        };
+        assert_eq!(value("retransmit"), Some(5));
+        assert_eq!(value("joins_ok"), Some(1));
+        assert_eq!(value("cohorts_live"), Some(1));
+        assert_eq!(cohorts.len(), 1);
+        assert!(cohorts[0].counters.contains(&("retransmit", 2)));
+        let text = render_prometheus(&[], &totals, &cohorts, "epoll");
+        assert!(text.contains("bps_retransmit_total 5\n"));
+        assert!(text.contains("# HELP bps_joins_ok_total Joins answered OK.\n"));
+        assert!(text.contains("bps_cohort_retransmit_total{cohort=\"abababababababab\"} 2\n"));
+        assert!(
+            text.contains("bps_cohort_streams{cohort=\"abababababababab\",role=\"spectator\"} 0\n")
+        );
+    }
+
+    #[test]
+    fn label_values_and_names_are_escaped() {
+        let mut out = String::new();
+        line(&mut out, "m", &[("l", "a\"b\\c\nd")], "1");
+        assert_eq!(out, "m{l=\"a\\\"b\\\\c\\nd\"} 1\n");
+        assert_eq!(sanitize_name("a-b.c:d_e"), "a_b_c:d_e");
+    }
+}

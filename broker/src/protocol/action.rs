@@ -1,0 +1,272 @@
+//! What the machine asks the I/O layer to do, and what the I/O layer reports back about a
+//! stream's end.
+//!
+//! Owns: `Action` and its typed reasons (`CloseReason`, `RejectCause`, `FullCause`,
+//! `Violation`, `WrongStream`, `InvalidSoc`) and `ClosedBy`.
+//! Never does: carry out anything. The machine decides; the I/O layer only executes, in the
+//! order the actions were drained.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bps_proto::RejectReason;
+use bps_verify::{SocError, VerifyError, VerifyRequest};
+use bytes::Bytes;
+
+use super::counters::Counter;
+use super::ids::{PeerId, StreamId, Ticket, WriteNotice};
+use super::time::Millis;
+
+/// One thing for the I/O layer to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Queue `frame` (varint length + body) on one stream: an `Ack`, or a single-stream
+    /// Broadcast (roster first-delivery, pre-claim roster, reduced roster to a revoked stream).
+    /// With a `notice`, report `on_written(stream, notice)` once the frame is on the wire.
+    Send {
+        stream: StreamId,
+        frame: Bytes,
+        notice: Option<WriteNotice>,
+    },
+    /// Queue the same encoded frame on every target (sorted ascending, so grouped by core;
+    /// the publishing identity's streams are already excluded, R25).
+    Deliver {
+        frame: Bytes,
+        targets: Arc<[StreamId]>,
+    },
+    /// Verify a chunk and report the result through `on_verified(ticket, ..)`.
+    Verify {
+        ticket: Ticket,
+        request: VerifyRequest,
+    },
+    /// The machine is done with one frame body of this stream (read-window credit).
+    Consumed { stream: StreamId },
+    /// Close the stream. The machine has forgotten it already; later reports about it are
+    /// ignored. `reason.graceful()` says whether queued frames go out first.
+    Close {
+        stream: StreamId,
+        reason: CloseReason,
+    },
+    /// Refuse connections from `peer` until `until` (R39).
+    Blocklist { peer: PeerId, until: Millis },
+    /// Call `on_tick` at (or after) `at`; replaces any later timer asked for before.
+    ArmTimer { at: Millis },
+}
+
+/// Why the machine closes a stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The Join was answered REJECTED (R3, R5).
+    Rejected(RejectCause),
+    /// The Join was answered FULL (R30..R33, R37).
+    Full(FullCause),
+    /// The peer is blocklisted; no Ack was sent (R39).
+    Blocklisted,
+    /// The stream broke a rule (R39); its peer is blocklisted unless that is disabled.
+    Violation(Violation),
+    /// A pending or silent stream did not claim in time (R35).
+    ClaimTimeout,
+    /// A newer publisher stream of the same address took this one's place (R29).
+    Superseded,
+    /// The cohort saw no accepted publisher frame for the inactivity deadline (R34).
+    Inactive,
+    /// The admin ended the cohort (R21).
+    EndOfStream,
+    /// A revoked stream that was exempt from R30 found no room in the fan-out bound; it
+    /// leaves after its reduced roster.
+    RevokedWithoutRoom,
+}
+
+impl CloseReason {
+    /// True when the queued frames (the Ack, the EOS, a reduced roster) must be flushed
+    /// before the stream ends; false for a reset.
+    #[must_use]
+    pub fn graceful(&self) -> bool {
+        match self {
+            CloseReason::Rejected(_)
+            | CloseReason::Full(_)
+            | CloseReason::EndOfStream
+            | CloseReason::RevokedWithoutRoom => true,
+            CloseReason::Blocklisted
+            | CloseReason::Violation(_)
+            | CloseReason::ClaimTimeout
+            | CloseReason::Superseded
+            | CloseReason::Inactive => false,
+        }
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseReason::Rejected(cause) => write!(f, "rejected: {cause}"),
+            CloseReason::Full(cause) => write!(f, "full: {cause}"),
+            CloseReason::Blocklisted => f.write_str("peer is blocklisted"),
+            CloseReason::Violation(violation) => write!(f, "violation: {violation}"),
+            CloseReason::ClaimTimeout => f.write_str("claim deadline passed"),
+            CloseReason::Superseded => {
+                f.write_str("superseded by a newer stream of the same address")
+            }
+            CloseReason::Inactive => f.write_str("cohort inactive"),
+            CloseReason::EndOfStream => f.write_str("end of stream"),
+            CloseReason::RevokedWithoutRoom => {
+                f.write_str("revoked, and the cohort has no room for another reader")
+            }
+        }
+    }
+}
+
+/// Why a Join was REJECTED.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RejectCause {
+    /// The body is not a `Join`.
+    Undecodable,
+    /// The spec or addr breaks R3, D6 or D7.
+    Invalid(RejectReason),
+    /// `history = true` and the broker does not serve history (D11).
+    HistoryRefused,
+}
+
+impl fmt::Display for RejectCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RejectCause::Undecodable => f.write_str("the first frame is not a Join"),
+            RejectCause::Invalid(reason) => write!(f, "{reason}"),
+            RejectCause::HistoryRefused => f.write_str("history is not served"),
+        }
+    }
+}
+
+/// Which bound a FULL answer hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FullCause {
+    /// R30: fan-out streams per cohort.
+    CohortStreams,
+    /// Pending streams per cohort (the guard of the R30 exemption).
+    CohortPendingStreams,
+    /// R31: live cohorts per broker.
+    Cohorts,
+    /// R32: cohorts per peer.
+    PeerCohorts,
+    /// R33: streams per peer per cohort.
+    PeerStreams,
+}
+
+impl fmt::Display for FullCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FullCause::CohortStreams => "streams per cohort (R30)",
+            FullCause::CohortPendingStreams => "pending streams per cohort",
+            FullCause::Cohorts => "cohorts per broker (R31)",
+            FullCause::PeerCohorts => "cohorts per peer (R32)",
+            FullCause::PeerStreams => "streams per peer per cohort (R33)",
+        })
+    }
+}
+
+/// A rule broken by a stream (R39): the stream is reset and its peer blocklisted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// R13: the stream's role may not send this frame.
+    WrongStream(WrongStream),
+    /// The frame body is not a `Broadcast`.
+    Malformed,
+    /// R17: the chunk is not what the frame claims.
+    InvalidSoc(InvalidSoc),
+}
+
+impl Violation {
+    /// The counter this violation bumps.
+    #[must_use]
+    pub fn counter(&self) -> Counter {
+        match self {
+            Violation::WrongStream(_) => Counter::WrongStream,
+            Violation::Malformed => Counter::Malformed,
+            Violation::InvalidSoc(_) => Counter::InvalidSoc,
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::WrongStream(what) => write!(f, "wrong stream: {what}"),
+            Violation::Malformed => f.write_str("frame is not a Broadcast"),
+            Violation::InvalidSoc(what) => write!(f, "invalid chunk: {what}"),
+        }
+    }
+}
+
+/// The R13 cases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WrongStream {
+    /// A spectator whose address no accepted roster names sent a frame (R8).
+    Spectator,
+    /// A silent stream whose address no accepted roster names sent a frame (R9).
+    Silent,
+    /// ROSTER or EOS from a stream that is not the admin's (R13, R19).
+    ServiceKindFromNonAdmin,
+    /// AUTH, which has no meaning without a claim, in an implicit cohort (R11).
+    AuthInImplicitCohort,
+    /// A revoked stream sent a frame after its reduced roster was written plus the grace (R24).
+    RevokedAfterGrace,
+}
+
+impl fmt::Display for WrongStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WrongStream::Spectator => "frame from a spectator",
+            WrongStream::Silent => "frame from a silent stream",
+            WrongStream::ServiceKindFromNonAdmin => "service kind from a non-admin stream",
+            WrongStream::AuthInImplicitCohort => "AUTH in an implicit cohort",
+            WrongStream::RevokedAfterGrace => "frame from a revoked stream after the grace period",
+        })
+    }
+}
+
+/// The R17 cases.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InvalidSoc {
+    /// The SOC bytes are too short or too long.
+    Length(SocError),
+    /// The chunk id is not the id the frame's kind, challenge and index derive (§1.1), or
+    /// not the binding's id (implicit SOC_ID and FEED_TOPIC).
+    IdMismatch,
+    /// AUTH or EOS with a non-zero span or a payload.
+    ServiceChunkNotEmpty,
+    /// EOS at an index other than 0 (R21).
+    EosIndexNotZero,
+    /// DATA or ROSTER at index 2^64-1, whose successor cursor does not exist (bee rejects it).
+    IndexMax,
+    /// The signature check or the binding shape failed.
+    Verify(VerifyError),
+    /// Implicit OWNER: the chunk's owner is not the stream's declared address (R11).
+    OwnerNotAddr,
+}
+
+impl fmt::Display for InvalidSoc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InvalidSoc::Length(error) => write!(f, "{error}"),
+            InvalidSoc::IdMismatch => f.write_str("chunk id is not the derived id"),
+            InvalidSoc::ServiceChunkNotEmpty => {
+                f.write_str("AUTH or EOS chunk with span or payload")
+            }
+            InvalidSoc::EosIndexNotZero => f.write_str("EOS at an index other than 0"),
+            InvalidSoc::IndexMax => f.write_str("index 2^64-1"),
+            InvalidSoc::Verify(error) => write!(f, "{error}"),
+            InvalidSoc::OwnerNotAddr => f.write_str("chunk owner is not the stream's address"),
+        }
+    }
+}
+
+/// How a stream ended, as the I/O layer saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClosedBy {
+    /// The peer closed its side (EOF).
+    Peer,
+    /// A read or write failed.
+    Io,
+    /// The outbound queue was full and the stream was reset (R26, counted as `queue_reset`).
+    QueueOverflow,
+}

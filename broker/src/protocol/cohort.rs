@@ -1,0 +1,216 @@
+//! One live cohort: the spec it was created for and everything the machine keeps for it.
+//!
+//! Owns: `Cohort`: its membership (all streams, the fan-out set, streams per address,
+//! publisher streams per address in claim order for R29, streams per peer for R33, the R30
+//! count and the pending count), its cursors (R27) or dedup window (R28), its roster, its
+//! activity time (R34) and its counters.
+//! Never does: decide roles or emit actions (the machine does); it keeps the bookkeeping of
+//! a role change consistent so the bounds and gauges cannot drift.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use bps_proto::{Address, Authorship, CohortKey, Spec};
+
+use super::config::ProtocolConfig;
+use super::counters::CohortCounters;
+use super::cursor::CursorTable;
+use super::dedup::DedupWindow;
+use super::fanout::FanOut;
+use super::ids::{PeerId, StreamId};
+use super::roster::RosterState;
+use super::stream::{Role, Stream};
+use super::time::Millis;
+
+#[derive(Debug)]
+pub(crate) struct Cohort {
+    /// Unique per machine for its lifetime (a reclaimed key gets a new serial, R37).
+    pub serial: u64,
+    pub key: CohortKey,
+    pub spec: Spec,
+    pub created: Millis,
+    /// The last accepted publisher frame, or the creation (R34).
+    pub last_activity: Millis,
+    /// The time of this cohort's queued inactivity timer, if one is queued.
+    pub inactivity_timer: Option<Millis>,
+    pub members: BTreeSet<StreamId>,
+    pub fanout: FanOut,
+    pub streams_by_addr: HashMap<Address, Vec<StreamId>>,
+    /// Publisher streams per address, oldest claim first (R29).
+    pub publishers_by_addr: HashMap<Address, VecDeque<StreamId>>,
+    pub streams_by_peer: HashMap<PeerId, usize>,
+    /// Streams counted against R30 (all but those that joined pending).
+    pub counted: usize,
+    /// Streams currently pending.
+    pub pending: usize,
+    pub cursors: CursorTable,
+    /// Present under implicit authorship only.
+    pub dedup: Option<DedupWindow>,
+    pub roster: RosterState,
+    pub counters: Arc<CohortCounters>,
+}
+
+impl Cohort {
+    pub fn new(
+        serial: u64,
+        key: CohortKey,
+        spec: Spec,
+        now: Millis,
+        config: &ProtocolConfig,
+    ) -> Self {
+        let dedup = (spec.authorship() == Authorship::Implicit)
+            .then(|| DedupWindow::new(config.dedup_window_entries));
+        Cohort {
+            serial,
+            counters: Arc::new(CohortCounters::new(key.to_hex())),
+            key,
+            spec,
+            created: now,
+            last_activity: now,
+            inactivity_timer: None,
+            members: BTreeSet::new(),
+            fanout: FanOut::default(),
+            streams_by_addr: HashMap::new(),
+            publishers_by_addr: HashMap::new(),
+            streams_by_peer: HashMap::new(),
+            counted: 0,
+            pending: 0,
+            cursors: CursorTable::new(config.cursors_per_cohort_max),
+            dedup,
+            roster: RosterState::default(),
+        }
+    }
+
+    pub fn authorship(&self) -> Authorship {
+        self.spec.authorship()
+    }
+
+    pub fn is_admin(&self, addr: &Address) -> bool {
+        self.spec.admin.as_ref() == Some(addr)
+    }
+
+    /// The role a new stream declaring `addr` gets (R6, R8, R9, R10, R11).
+    pub fn initial_role(&self, addr: &Address) -> Role {
+        match self.authorship() {
+            Authorship::Implicit | Authorship::All => Role::Publisher,
+            Authorship::Explicit if self.is_admin(addr) || self.roster.names(addr) => Role::Pending,
+            Authorship::Explicit if self.spec.closed => Role::Silent,
+            Authorship::Explicit => Role::Spectator,
+        }
+    }
+
+    /// The role R8/R9 give an address that is neither the admin's nor rostered.
+    pub fn audience_role(&self) -> Role {
+        if self.spec.closed {
+            Role::Silent
+        } else {
+            Role::Spectator
+        }
+    }
+
+    /// Streams `peer` holds here.
+    pub fn streams_of_peer(&self, peer: PeerId) -> usize {
+        self.streams_by_peer.get(&peer).copied().unwrap_or(0)
+    }
+
+    /// Adds a stream in its initial role. Returns true when it is its peer's first here.
+    pub fn attach(&mut self, id: StreamId, stream: &Stream) -> bool {
+        assert_eq!(
+            stream.cohort, self.serial,
+            "stream attached to another cohort"
+        );
+        assert!(self.members.insert(id), "stream {id} attached twice");
+        self.streams_by_addr
+            .entry(stream.addr)
+            .or_default()
+            .push(id);
+        let peer_streams = self.streams_by_peer.entry(stream.peer).or_insert(0);
+        *peer_streams += 1;
+        let first_of_peer = *peer_streams == 1;
+        if !stream.exempt {
+            self.counted += 1;
+        }
+        self.enter_role(id, &stream.addr, stream.role);
+        first_of_peer
+    }
+
+    /// Removes a stream. Returns true when it was its peer's last here.
+    pub fn detach(&mut self, id: StreamId, stream: &Stream) -> bool {
+        assert!(
+            self.members.remove(&id),
+            "stream {id} detached but not attached"
+        );
+        self.leave_role(id, &stream.addr, stream.role);
+        if !stream.exempt {
+            self.counted -= 1;
+        }
+        let same_addr = self
+            .streams_by_addr
+            .get_mut(&stream.addr)
+            .expect("streams of the address");
+        same_addr.retain(|other| *other != id);
+        if same_addr.is_empty() {
+            self.streams_by_addr.remove(&stream.addr);
+        }
+        let peer_streams = self
+            .streams_by_peer
+            .get_mut(&stream.peer)
+            .expect("streams of the peer");
+        *peer_streams -= 1;
+        if *peer_streams == 0 {
+            self.streams_by_peer.remove(&stream.peer);
+            return true;
+        }
+        false
+    }
+
+    /// Moves an attached stream to `role`, keeping fan-out, publisher lists and gauges in step.
+    pub fn change_role(&mut self, id: StreamId, stream: &mut Stream, role: Role) {
+        self.leave_role(id, &stream.addr, stream.role);
+        stream.role = role;
+        self.enter_role(id, &stream.addr, role);
+    }
+
+    /// Counts an exempt stream against R30 from now on.
+    pub fn stop_exemption(&mut self, stream: &mut Stream) {
+        assert!(stream.exempt, "stream is not exempt");
+        stream.exempt = false;
+        self.counted += 1;
+    }
+
+    fn enter_role(&mut self, id: StreamId, addr: &Address, role: Role) {
+        self.counters.enter_role(role);
+        match role {
+            Role::Pending => self.pending += 1,
+            Role::Publisher => {
+                self.fanout.insert(id, *addr);
+                self.publishers_by_addr
+                    .entry(*addr)
+                    .or_default()
+                    .push_back(id);
+            }
+            Role::Spectator => self.fanout.insert(id, *addr),
+            Role::Silent => {}
+        }
+    }
+
+    fn leave_role(&mut self, id: StreamId, addr: &Address, role: Role) {
+        self.counters.leave_role(role);
+        match role {
+            Role::Pending => self.pending -= 1,
+            Role::Publisher => {
+                self.fanout.remove(id);
+                let publishers = self
+                    .publishers_by_addr
+                    .get_mut(addr)
+                    .expect("publisher streams of the address");
+                publishers.retain(|other| *other != id);
+                if publishers.is_empty() {
+                    self.publishers_by_addr.remove(addr);
+                }
+            }
+            Role::Spectator => self.fanout.remove(id),
+            Role::Silent => {}
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The protocol's policy: every bound and duration the machine enforces.
+//!
+//! Owns: `ProtocolConfig` (one named field per bound, unit last, default from D10 or bee) and
+//! its validation, which reports every bad value with its key, the value and the expectation.
+//! Never does: read files, flags or the environment (the broker's config loader does that and
+//! hands the result here to validate).
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// The protocol policy of one broker; the same value is given to every core's `Machine`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProtocolConfig {
+    /// R30: fan-out streams (spectators, silent and non-exempt publishers) per cohort; bee 1024.
+    pub streams_per_cohort_max: usize,
+    /// R30 exemption guard: pending streams per cohort. Anyone may declare the admin's
+    /// address, so the R30 exemption needs its own cap on what such streams can hold.
+    pub pending_streams_per_cohort_max: usize,
+    /// R31: live cohorts per broker (all cores together); bee 512.
+    pub cohorts_max: usize,
+    /// R32: live cohorts one peer address may be attached to.
+    pub cohorts_per_peer_max: usize,
+    /// R33: streams one peer address may hold in one cohort (D10).
+    pub streams_per_peer_per_cohort_max: usize,
+    /// R29: publisher streams per publisher address per cohort (D10); a claim beyond it
+    /// resets the oldest.
+    pub publisher_streams_per_address_max: usize,
+    /// R26: frames queued towards one stream before it is reset.
+    pub outbound_queue_frames_max: usize,
+    /// R28: chunk addresses remembered per implicit cohort for dedup.
+    pub dedup_window_entries: usize,
+    /// R27: publisher cursors per cohort; the least recently used one is evicted (its
+    /// publisher's cursor restarts at 0).
+    pub cursors_per_cohort_max: usize,
+    /// Largest frame body the I/O layer reads (bee caps at 128 KiB; a BPS frame is ~4.3 KB).
+    pub frame_bytes_max: usize,
+    /// R35: time a pending or silent stream has to claim.
+    pub claim_deadline_ms: u64,
+    /// R34: time without an accepted publisher frame before a cohort is reclaimed.
+    pub inactivity_deadline_ms: u64,
+    /// R24: time after the reduced roster is written during which a revoked stream's frames
+    /// are dropped without penalty.
+    pub revocation_grace_ms: u64,
+    /// R39: blocklist duration after a violation (bee: 10 min); 0 disables.
+    pub blocklist_violation_ms: u64,
+    /// R39: blocklist duration after a claim timeout (bee: 1 min); 0 disables.
+    pub blocklist_claim_timeout_ms: u64,
+    /// Bound of the shared blocklist; when full the entry expiring soonest is dropped, so a
+    /// flood of violating addresses cannot grow it without limit.
+    pub blocklist_entries_max: usize,
+    /// Read window: frames of one stream read but not yet `Consumed`; the I/O layer stops
+    /// reading a stream at this many (backpressure towards verification).
+    pub frames_in_flight_per_stream_max: usize,
+    /// D11: serve `history = true`. Not implemented yet, so it must stay false and such
+    /// Joins are REJECTED.
+    pub history_enabled: bool,
+}
+
+impl Default for ProtocolConfig {
+    fn default() -> Self {
+        ProtocolConfig {
+            streams_per_cohort_max: 1024,
+            pending_streams_per_cohort_max: 256,
+            cohorts_max: 512,
+            cohorts_per_peer_max: 16,
+            streams_per_peer_per_cohort_max: 2,
+            publisher_streams_per_address_max: 2,
+            outbound_queue_frames_max: 64,
+            dedup_window_entries: 4096,
+            cursors_per_cohort_max: 1024,
+            frame_bytes_max: bps_proto::FRAME_BYTES_MAX_DEFAULT,
+            claim_deadline_ms: 30_000,
+            inactivity_deadline_ms: 600_000,
+            revocation_grace_ms: 5_000,
+            blocklist_violation_ms: 600_000,
+            blocklist_claim_timeout_ms: 60_000,
+            blocklist_entries_max: 65_536,
+            frames_in_flight_per_stream_max: 32,
+            history_enabled: false,
+        }
+    }
+}
+
+/// One invalid configuration value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The field name, as in the config file.
+    pub key: &'static str,
+    /// The value that was given.
+    pub value: String,
+    /// What was expected instead.
+    pub expected: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} = {}: expected {}",
+            self.key, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ProtocolConfig {
+    /// Every problem with this configuration (empty when it is usable).
+    #[must_use]
+    pub fn validate(&self) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        let at_least_one: [(&'static str, usize); 10] = [
+            ("streams_per_cohort_max", self.streams_per_cohort_max),
+            (
+                "pending_streams_per_cohort_max",
+                self.pending_streams_per_cohort_max,
+            ),
+            ("cohorts_max", self.cohorts_max),
+            ("cohorts_per_peer_max", self.cohorts_per_peer_max),
+            (
+                "streams_per_peer_per_cohort_max",
+                self.streams_per_peer_per_cohort_max,
+            ),
+            (
+                "publisher_streams_per_address_max",
+                self.publisher_streams_per_address_max,
+            ),
+            ("dedup_window_entries", self.dedup_window_entries),
+            ("cursors_per_cohort_max", self.cursors_per_cohort_max),
+            ("blocklist_entries_max", self.blocklist_entries_max),
+            (
+                "frames_in_flight_per_stream_max",
+                self.frames_in_flight_per_stream_max,
+            ),
+        ];
+        for (key, value) in at_least_one {
+            if value < 1 {
+                errors.push(ConfigError {
+                    key,
+                    value: value.to_string(),
+                    expected: ">= 1".into(),
+                });
+            }
+        }
+        if self.outbound_queue_frames_max < 2 {
+            errors.push(ConfigError {
+                key: "outbound_queue_frames_max",
+                value: self.outbound_queue_frames_max.to_string(),
+                expected: ">= 2 (an Ack and the roster-first delivery are queued together)".into(),
+            });
+        }
+        if self.frame_bytes_max < bps_proto::BROADCAST_FRAME_BYTES_MAX {
+            errors.push(ConfigError {
+                key: "frame_bytes_max",
+                value: self.frame_bytes_max.to_string(),
+                expected: format!(
+                    ">= {} (the largest valid Broadcast body)",
+                    bps_proto::BROADCAST_FRAME_BYTES_MAX
+                ),
+            });
+        }
+        for (key, value) in [
+            ("claim_deadline_ms", self.claim_deadline_ms),
+            ("inactivity_deadline_ms", self.inactivity_deadline_ms),
+        ] {
+            if value < 1 {
+                errors.push(ConfigError {
+                    key,
+                    value: value.to_string(),
+                    expected: ">= 1".into(),
+                });
+            }
+        }
+        if self.history_enabled {
+            errors.push(ConfigError {
+                key: "history_enabled",
+                value: "true".into(),
+                expected: "false (history replay, D11, is not implemented yet)".into(),
+            });
+        }
+        errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProtocolConfig;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(ProtocolConfig::default().validate(), Vec::new());
+    }
+
+    #[test]
+    fn every_error_names_key_value_and_expectation() {
+        let config = ProtocolConfig {
+            streams_per_cohort_max: 0,
+            cursors_per_cohort_max: 0,
+            outbound_queue_frames_max: 1,
+            frame_bytes_max: 100,
+            claim_deadline_ms: 0,
+            history_enabled: true,
+            ..ProtocolConfig::default()
+        };
+        let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "streams_per_cohort_max = 0: expected >= 1".to_string(),
+                "cursors_per_cohort_max = 0: expected >= 1".to_string(),
+                "outbound_queue_frames_max = 1: expected >= 2 (an Ack and the roster-first delivery are queued together)"
+                    .to_string(),
+                format!(
+                    "frame_bytes_max = 100: expected >= {} (the largest valid Broadcast body)",
+                    bps_proto::BROADCAST_FRAME_BYTES_MAX
+                ),
+                "claim_deadline_ms = 0: expected >= 1".to_string(),
+                "history_enabled = true: expected false (history replay, D11, is not implemented yet)".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn zero_blocklist_durations_are_valid() {
+        let config = ProtocolConfig {
+            blocklist_violation_ms: 0,
+            blocklist_claim_timeout_ms: 0,
+            ..ProtocolConfig::default()
+        };
+        assert!(config.validate().is_empty());
+    }
+}

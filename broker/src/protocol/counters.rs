@@ -1,0 +1,347 @@
+//! Counters and gauges the broker exposes (R40 and the extras).
+//!
+//! Owns: the `Counter` names, `CounterSet` (one relaxed `AtomicU64` per name), the per-cohort
+//! `CohortCounters` (counters plus role gauges), and the per-machine `CounterRegistry`
+//! (totals that survive cohort reclaim, plus the live cohorts' counters for a scraper).
+//! Never does: lock on the hot path. A counter bump is one relaxed `fetch_add`; the
+//! registry's mutex is taken only when a cohort is created or reclaimed, and by a scraper.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::stream::Role;
+
+/// Every counter, per cohort and in total. The names are the exported metric names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Counter {
+    /// R13/R40: a frame from a stream whose role may not send it (a violation).
+    WrongStream,
+    /// R14/R40: a frame of an unknown or unspecified kind (dropped).
+    UnknownKind,
+    /// R15/R40: a frame under another challenge (dropped).
+    WrongChallenge,
+    /// R17/R40: a chunk that is not valid where it must be (a violation).
+    InvalidSoc,
+    /// R35/R40: a pending or silent stream that did not claim in time.
+    ClaimTimeout,
+    /// R16/R40: a duplicate (below the cursor or in the dedup window; dropped).
+    Retransmit,
+    /// R26/R40: a stream reset because its outbound queue was full.
+    QueueReset,
+    /// R20/R40: a valid ROSTER chunk whose payload does not decode (dropped).
+    InvalidRoster,
+    /// A frame body that is not a `Broadcast` (a violation).
+    Malformed,
+    /// Joins answered OK.
+    JoinsOk,
+    /// Joins answered FULL (R30..R33).
+    JoinsFull,
+    /// Joins answered REJECTED (R3, D6, D7, D11).
+    JoinsRejected,
+    /// Joins from a blocklisted peer, closed without an Ack (R39).
+    JoinsBlocked,
+    /// Accepted DATA publications.
+    AcceptedData,
+    /// Accepted AUTH frames (never delivered).
+    AcceptedAuth,
+    /// Accepted ROSTER publications.
+    AcceptedRoster,
+    /// Accepted EOS publications.
+    AcceptedEos,
+    /// Claims: pending, silent or granted spectator streams that became publishers (R7).
+    Claims,
+    /// Frames handed to the I/O layer for receiving streams (frames x targets).
+    Deliveries,
+    /// R24: frames of a revoked stream dropped within the grace period.
+    DropRevokedInGrace,
+    /// Frames that arrived for a stream the machine had already closed (dropped).
+    DropStreamGone,
+    /// R29: publisher streams reset because a newer one of the same address claimed.
+    Superseded,
+    /// R39: blocklist entries issued.
+    Blocklisted,
+    /// Verification jobs issued.
+    VerifyRequests,
+    /// R27: publisher cursors evicted from a full cursor table (that publisher restarts at 0).
+    CursorEvictions,
+    /// Cohorts created (R2).
+    CohortsCreated,
+    /// Cohorts reclaimed because their last stream left (R36).
+    CohortsReclaimedEmpty,
+    /// Cohorts reclaimed for inactivity (R34).
+    CohortsReclaimedInactive,
+    /// Cohorts reclaimed after an EOS (R21).
+    CohortsReclaimedEos,
+}
+
+impl Counter {
+    /// Every counter, in export order.
+    pub const ALL: [Counter; 29] = [
+        Counter::WrongStream,
+        Counter::UnknownKind,
+        Counter::WrongChallenge,
+        Counter::InvalidSoc,
+        Counter::ClaimTimeout,
+        Counter::Retransmit,
+        Counter::QueueReset,
+        Counter::InvalidRoster,
+        Counter::Malformed,
+        Counter::JoinsOk,
+        Counter::JoinsFull,
+        Counter::JoinsRejected,
+        Counter::JoinsBlocked,
+        Counter::AcceptedData,
+        Counter::AcceptedAuth,
+        Counter::AcceptedRoster,
+        Counter::AcceptedEos,
+        Counter::Claims,
+        Counter::Deliveries,
+        Counter::DropRevokedInGrace,
+        Counter::DropStreamGone,
+        Counter::Superseded,
+        Counter::Blocklisted,
+        Counter::VerifyRequests,
+        Counter::CursorEvictions,
+        Counter::CohortsCreated,
+        Counter::CohortsReclaimedEmpty,
+        Counter::CohortsReclaimedInactive,
+        Counter::CohortsReclaimedEos,
+    ];
+
+    /// The exported name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::WrongStream => "wrong_stream",
+            Counter::UnknownKind => "unknown_kind",
+            Counter::WrongChallenge => "wrong_challenge",
+            Counter::InvalidSoc => "invalid_soc",
+            Counter::ClaimTimeout => "claim_timeout",
+            Counter::Retransmit => "retransmit",
+            Counter::QueueReset => "queue_reset",
+            Counter::InvalidRoster => "invalid_roster",
+            Counter::Malformed => "malformed",
+            Counter::JoinsOk => "joins_ok",
+            Counter::JoinsFull => "joins_full",
+            Counter::JoinsRejected => "joins_rejected",
+            Counter::JoinsBlocked => "joins_blocked",
+            Counter::AcceptedData => "accepted_data",
+            Counter::AcceptedAuth => "accepted_auth",
+            Counter::AcceptedRoster => "accepted_roster",
+            Counter::AcceptedEos => "accepted_eos",
+            Counter::Claims => "claims",
+            Counter::Deliveries => "deliveries",
+            Counter::DropRevokedInGrace => "drop_revoked_in_grace",
+            Counter::DropStreamGone => "drop_stream_gone",
+            Counter::Superseded => "superseded",
+            Counter::Blocklisted => "blocklisted",
+            Counter::VerifyRequests => "verify_requests",
+            Counter::CursorEvictions => "cursor_evictions",
+            Counter::CohortsCreated => "cohorts_created",
+            Counter::CohortsReclaimedEmpty => "cohorts_reclaimed_empty",
+            Counter::CohortsReclaimedInactive => "cohorts_reclaimed_inactive",
+            Counter::CohortsReclaimedEos => "cohorts_reclaimed_eos",
+        }
+    }
+
+    fn slot(self) -> usize {
+        // The discriminants are 0..ALL.len() in declaration order.
+        self as usize
+    }
+}
+
+/// One relaxed atomic per `Counter`.
+#[derive(Debug)]
+pub struct CounterSet {
+    values: [AtomicU64; Counter::ALL.len()],
+}
+
+impl Default for CounterSet {
+    fn default() -> Self {
+        CounterSet {
+            values: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl CounterSet {
+    /// The current value of `counter`.
+    #[must_use]
+    pub fn get(&self, counter: Counter) -> u64 {
+        self.values[counter.slot()].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add(&self, counter: Counter, amount: u64) {
+        self.values[counter.slot()].fetch_add(amount, Ordering::Relaxed);
+    }
+
+    /// Every counter with its name, in export order.
+    #[must_use]
+    pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
+        Counter::ALL
+            .iter()
+            .map(|counter| (counter.name(), self.get(*counter)))
+            .collect()
+    }
+}
+
+/// The counters and role gauges of one cohort.
+#[derive(Debug)]
+pub struct CohortCounters {
+    key_hex: String,
+    counters: CounterSet,
+    roles: [AtomicU64; Role::ALL.len()],
+}
+
+impl CohortCounters {
+    pub(crate) fn new(key_hex: String) -> Self {
+        CohortCounters {
+            key_hex,
+            counters: CounterSet::default(),
+            roles: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// The cohort's canonical key as hex (the metric label).
+    #[must_use]
+    pub fn key_hex(&self) -> &str {
+        &self.key_hex
+    }
+
+    /// The cohort's counters.
+    #[must_use]
+    pub fn counters(&self) -> &CounterSet {
+        &self.counters
+    }
+
+    /// Streams currently in `role`.
+    #[must_use]
+    pub fn role_count(&self, role: Role) -> u64 {
+        self.roles[role as usize].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn enter_role(&self, role: Role) {
+        self.roles[role as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn leave_role(&self, role: Role) {
+        let before = self.roles[role as usize].fetch_sub(1, Ordering::Relaxed);
+        assert!(before > 0, "role gauge {} underflow", role.name());
+    }
+
+    /// Role gauges by name.
+    #[must_use]
+    pub fn roles_snapshot(&self) -> BTreeMap<&'static str, u64> {
+        Role::ALL
+            .iter()
+            .map(|role| (role.name(), self.role_count(*role)))
+            .collect()
+    }
+}
+
+/// The counters of one machine: totals (which survive cohort reclaim) and the live cohorts.
+#[derive(Debug, Default)]
+pub struct CounterRegistry {
+    totals: CounterSet,
+    live: Mutex<BTreeMap<u64, Arc<CohortCounters>>>,
+}
+
+impl CounterRegistry {
+    /// The machine's totals since it started.
+    #[must_use]
+    pub fn totals(&self) -> &CounterSet {
+        &self.totals
+    }
+
+    /// The counters of every live cohort, in creation order.
+    #[must_use]
+    pub fn live_cohorts(&self) -> Vec<Arc<CohortCounters>> {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn register(&self, cohort_serial: u64, counters: Arc<CohortCounters>) {
+        let previous = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(cohort_serial, counters);
+        assert!(
+            previous.is_none(),
+            "cohort serial {cohort_serial} registered twice"
+        );
+    }
+
+    pub(crate) fn deregister(&self, cohort_serial: u64) {
+        let removed = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&cohort_serial);
+        assert!(
+            removed.is_some(),
+            "cohort serial {cohort_serial} was not registered"
+        );
+    }
+
+    /// Adds to a counter that has no cohort (totals only).
+    pub(crate) fn add_total(&self, counter: Counter, amount: u64) {
+        self.totals.add(counter, amount);
+    }
+
+    /// Adds to a cohort's counter and to the totals.
+    pub(crate) fn add(&self, cohort: &CohortCounters, counter: Counter, amount: u64) {
+        cohort.counters.add(counter, amount);
+        self.totals.add(counter, amount);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{CohortCounters, Counter, CounterRegistry};
+    use crate::protocol::stream::Role;
+
+    #[test]
+    fn every_counter_has_its_own_slot_and_name() {
+        for (position, counter) in Counter::ALL.iter().enumerate() {
+            assert_eq!(counter.slot(), position);
+        }
+        let mut names: Vec<&str> = Counter::ALL.iter().map(|counter| counter.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Counter::ALL.len());
+    }
+
+    #[test]
+    fn totals_survive_deregistration() {
+        let registry = CounterRegistry::default();
+        let cohort = Arc::new(CohortCounters::new("0a".into()));
+        registry.register(7, Arc::clone(&cohort));
+        registry.add(&cohort, Counter::Retransmit, 3);
+        registry.add_total(Counter::JoinsRejected, 1);
+        assert_eq!(registry.live_cohorts().len(), 1);
+        registry.deregister(7);
+        assert!(registry.live_cohorts().is_empty());
+        assert_eq!(registry.totals().get(Counter::Retransmit), 3);
+        assert_eq!(cohort.counters().get(Counter::Retransmit), 3);
+        assert_eq!(cohort.counters().get(Counter::JoinsRejected), 0);
+        assert_eq!(registry.totals().get(Counter::JoinsRejected), 1);
+    }
+
+    #[test]
+    fn role_gauges_move_both_ways() {
+        let cohort = CohortCounters::new(String::new());
+        cohort.enter_role(Role::Pending);
+        cohort.enter_role(Role::Pending);
+        cohort.leave_role(Role::Pending);
+        assert_eq!(cohort.role_count(Role::Pending), 1);
+        assert_eq!(cohort.roles_snapshot()["pending"], 1);
+    }
+}

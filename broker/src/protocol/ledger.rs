@@ -1,0 +1,298 @@
+//! State shared by every core's machine about peers and the broker as a whole.
+//!
+//! Owns: `PeerLedger`: the number of live cohorts (R31, broker-wide), each peer's number of
+//! live cohorts (R32) and the blocklist (R39), all bounded (expired and idle entries are
+//! removed, the blocklist has a maximum size).
+//! Never does: anything per frame. It is behind one mutex, taken at Join, when a peer leaves
+//! its last stream of a cohort, when a cohort is created or reclaimed, and on a violation.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Mutex, PoisonError};
+
+use super::config::ProtocolConfig;
+use super::ids::PeerId;
+use super::time::Millis;
+
+/// The broker-wide bounds, replaced by `reconfigure`.
+#[derive(Clone, Copy, Debug)]
+struct Bounds {
+    cohorts_max: usize,
+    cohorts_per_peer_max: usize,
+    blocklist_entries_max: usize,
+}
+
+impl Bounds {
+    fn of(config: &ProtocolConfig) -> Bounds {
+        Bounds {
+            cohorts_max: config.cohorts_max,
+            cohorts_per_peer_max: config.cohorts_per_peer_max,
+            blocklist_entries_max: config.blocklist_entries_max,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LedgerState {
+    bounds: Bounds,
+    cohorts_live: usize,
+    peer_cohorts: HashMap<PeerId, usize>,
+    blocked_until: HashMap<PeerId, Millis>,
+    /// Every blocklist entry with its expiry; entries superseded by a later `block` of the
+    /// same peer stay here until they reach the top and are skipped.
+    expiries: BinaryHeap<Reverse<(Millis, PeerId)>>,
+}
+
+/// Broker-wide peer and cohort accounting, shared by all cores through an `Arc`.
+#[derive(Debug)]
+pub struct PeerLedger {
+    state: Mutex<LedgerState>,
+}
+
+/// A snapshot of the ledger for the admin view.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LedgerSnapshot {
+    /// Live cohorts on all cores.
+    pub cohorts_live: usize,
+    /// Peers attached to at least one cohort.
+    pub peers_attached: usize,
+    /// Blocklisted peers (expired ones may linger until the next ledger call).
+    pub peers_blocked: usize,
+}
+
+impl PeerLedger {
+    /// An empty ledger enforcing `config`'s broker-wide bounds.
+    #[must_use]
+    pub fn new(config: &ProtocolConfig) -> Self {
+        PeerLedger {
+            state: Mutex::new(LedgerState {
+                bounds: Bounds::of(config),
+                cohorts_live: 0,
+                peer_cohorts: HashMap::new(),
+                blocked_until: HashMap::new(),
+                expiries: BinaryHeap::new(),
+            }),
+        }
+    }
+
+    /// Applies reloaded bounds. Lowered bounds refuse new entries until the counts are below
+    /// them; nothing already admitted is evicted, except blocklist entries beyond the new
+    /// maximum (soonest expiry first).
+    pub fn reconfigure(&self, config: &ProtocolConfig) {
+        let mut state = self.state();
+        state.bounds = Bounds::of(config);
+        while state.blocked_until.len() > state.bounds.blocklist_entries_max {
+            Self::evict_soonest(&mut state);
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, LedgerState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes a slot for a new cohort (R31); false when the broker is full.
+    pub fn try_open_cohort(&self) -> bool {
+        let mut state = self.state();
+        if state.cohorts_live >= state.bounds.cohorts_max {
+            return false;
+        }
+        state.cohorts_live += 1;
+        true
+    }
+
+    /// Returns a cohort slot taken by `try_open_cohort`.
+    ///
+    /// # Panics
+    /// If no cohort is open.
+    pub fn close_cohort(&self) {
+        let mut state = self.state();
+        assert!(
+            state.cohorts_live > 0,
+            "closing a cohort that was never opened"
+        );
+        state.cohorts_live -= 1;
+    }
+
+    /// Counts `peer` into one more cohort (R32); false when it is at its bound.
+    pub fn try_enter_cohort(&self, peer: PeerId) -> bool {
+        let mut state = self.state();
+        let max = state.bounds.cohorts_per_peer_max;
+        let count = state.peer_cohorts.entry(peer).or_insert(0);
+        if *count >= max {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// `peer` left its last stream of one cohort.
+    ///
+    /// # Panics
+    /// If `peer` was not counted in any cohort.
+    pub fn leave_cohort(&self, peer: PeerId) {
+        let mut state = self.state();
+        let count = state
+            .peer_cohorts
+            .get_mut(&peer)
+            .expect("peer leaves a cohort it never entered");
+        *count -= 1;
+        if *count == 0 {
+            state.peer_cohorts.remove(&peer);
+        }
+    }
+
+    /// Cohorts `peer` is attached to.
+    #[must_use]
+    pub fn cohorts_of(&self, peer: PeerId) -> usize {
+        self.state().peer_cohorts.get(&peer).copied().unwrap_or(0)
+    }
+
+    /// Blocklists `peer` until `until` (a later entry for the same peer wins if it is longer).
+    pub fn block(&self, peer: PeerId, until: Millis, now: Millis) {
+        let mut state = self.state();
+        Self::expire(&mut state, now);
+        let current = state.blocked_until.get(&peer).copied();
+        if current.is_some_and(|current| current >= until) {
+            return;
+        }
+        if current.is_none() && state.blocked_until.len() >= state.bounds.blocklist_entries_max {
+            Self::evict_soonest(&mut state);
+        }
+        state.blocked_until.insert(peer, until);
+        state.expiries.push(Reverse((until, peer)));
+    }
+
+    /// Whether `peer` is blocklisted at `now`.
+    pub fn is_blocked(&self, peer: PeerId, now: Millis) -> bool {
+        let mut state = self.state();
+        Self::expire(&mut state, now);
+        state
+            .blocked_until
+            .get(&peer)
+            .is_some_and(|until| *until > now)
+    }
+
+    /// Counts for the admin view.
+    #[must_use]
+    pub fn snapshot(&self) -> LedgerSnapshot {
+        let state = self.state();
+        LedgerSnapshot {
+            cohorts_live: state.cohorts_live,
+            peers_attached: state.peer_cohorts.len(),
+            peers_blocked: state.blocked_until.len(),
+        }
+    }
+
+    fn expire(state: &mut LedgerState, now: Millis) {
+        while let Some(Reverse((until, peer))) = state.expiries.peek().copied() {
+            if until > now {
+                break;
+            }
+            state.expiries.pop();
+            if state.blocked_until.get(&peer) == Some(&until) {
+                state.blocked_until.remove(&peer);
+            }
+        }
+    }
+
+    fn evict_soonest(state: &mut LedgerState) {
+        while let Some(Reverse((until, peer))) = state.expiries.pop() {
+            if state.blocked_until.get(&peer) == Some(&until) {
+                state.blocked_until.remove(&peer);
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::PeerLedger;
+    use crate::protocol::config::ProtocolConfig;
+    use crate::protocol::ids::PeerId;
+    use crate::protocol::time::Millis;
+
+    fn peer(last: u8) -> PeerId {
+        PeerId(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)))
+    }
+
+    #[test]
+    fn cohort_slots_are_bounded_broker_wide() {
+        let ledger = PeerLedger::new(&ProtocolConfig {
+            cohorts_max: 2,
+            ..ProtocolConfig::default()
+        });
+        assert!(ledger.try_open_cohort());
+        assert!(ledger.try_open_cohort());
+        assert!(!ledger.try_open_cohort());
+        ledger.close_cohort();
+        assert!(ledger.try_open_cohort());
+        assert_eq!(ledger.snapshot().cohorts_live, 2);
+    }
+
+    #[test]
+    fn peer_cohorts_are_bounded_and_forgotten_at_zero() {
+        let ledger = PeerLedger::new(&ProtocolConfig {
+            cohorts_per_peer_max: 2,
+            ..ProtocolConfig::default()
+        });
+        assert!(ledger.try_enter_cohort(peer(1)));
+        assert!(ledger.try_enter_cohort(peer(1)));
+        assert!(!ledger.try_enter_cohort(peer(1)));
+        assert!(ledger.try_enter_cohort(peer(2)));
+        ledger.leave_cohort(peer(1));
+        ledger.leave_cohort(peer(1));
+        assert_eq!(ledger.cohorts_of(peer(1)), 0);
+        assert_eq!(ledger.snapshot().peers_attached, 1);
+    }
+
+    #[test]
+    fn blocklist_expires_and_keeps_the_longer_entry() {
+        let ledger = PeerLedger::new(&ProtocolConfig::default());
+        ledger.block(peer(1), Millis(100), Millis(0));
+        ledger.block(peer(1), Millis(50), Millis(0));
+        assert!(ledger.is_blocked(peer(1), Millis(99)));
+        assert!(!ledger.is_blocked(peer(1), Millis(100)));
+        assert_eq!(ledger.snapshot().peers_blocked, 0);
+        ledger.block(peer(2), Millis(10), Millis(0));
+        ledger.block(peer(2), Millis(30), Millis(0));
+        assert!(ledger.is_blocked(peer(2), Millis(20)));
+    }
+
+    #[test]
+    fn blocklist_is_bounded_by_dropping_the_soonest_expiry() {
+        let ledger = PeerLedger::new(&ProtocolConfig {
+            blocklist_entries_max: 2,
+            ..ProtocolConfig::default()
+        });
+        ledger.block(peer(1), Millis(300), Millis(0));
+        ledger.block(peer(2), Millis(100), Millis(0));
+        ledger.block(peer(3), Millis(200), Millis(0));
+        assert_eq!(ledger.snapshot().peers_blocked, 2);
+        assert!(ledger.is_blocked(peer(1), Millis(1)));
+        assert!(!ledger.is_blocked(peer(2), Millis(1)));
+        assert!(ledger.is_blocked(peer(3), Millis(1)));
+    }
+
+    #[test]
+    fn reconfigure_applies_new_bounds_to_new_entries() {
+        let ledger = PeerLedger::new(&ProtocolConfig {
+            cohorts_max: 1,
+            ..ProtocolConfig::default()
+        });
+        assert!(ledger.try_open_cohort());
+        assert!(!ledger.try_open_cohort());
+        ledger.block(peer(1), Millis(10), Millis(0));
+        ledger.block(peer(2), Millis(20), Millis(0));
+        ledger.reconfigure(&ProtocolConfig {
+            cohorts_max: 2,
+            blocklist_entries_max: 1,
+            ..ProtocolConfig::default()
+        });
+        assert!(ledger.try_open_cohort());
+        assert!(!ledger.is_blocked(peer(1), Millis(1)));
+        assert!(ledger.is_blocked(peer(2), Millis(1)));
+    }
+}

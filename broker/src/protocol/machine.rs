@@ -1,0 +1,1170 @@
+//! The protocol state machine of one broker core.
+//!
+//! Owns: `Machine`, every cohort homed on this core and every stream attached to them, and
+//! the rules of BPS.md section 5 that connect them: Join and its answers (R1..R5, R30..R33,
+//! R37), roles and claims (R6..R12, R29), the validation order (R13..R18, in `validation`),
+//! rosters and revocation (R19..R24), delivery (R25), deadlines (R34..R36) and violations
+//! (R39). Inputs are method calls carrying `now`; outputs are `Action`s the I/O layer drains.
+//! Never does: I/O, read a clock, verify a signature (it asks for it with `Action::Verify`),
+//! or block. Per accepted publication it does a constant amount of work: the frame is
+//! re-framed once and the target list is a cached `Arc` (see `fanout`).
+//!
+//! Streams of a cohort may live on other cores (the `StreamId` says which); the machine does
+//! not care. The only state shared with other cores' machines is the `PeerLedger` (R31, R32,
+//! R39), touched at Join, when a peer leaves a cohort, and on violations.
+//!
+//! Decisions where the spec is silent are recorded where they are made, and summarised in the
+//! `protocol` module's documentation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bps_proto::{
+    Ack, Address, Authorship, Binding, CohortKey, Hash, Status, ValidJoin, decode_join,
+    decode_roster, encode_frame, validate_join,
+};
+use bps_verify::{Verified, VerifyError};
+use bytes::{Bytes, BytesMut};
+use rand::RngCore;
+use rand::rngs::StdRng;
+
+use super::action::{
+    Action, CloseReason, ClosedBy, FullCause, InvalidSoc, RejectCause, Violation, WrongStream,
+};
+use super::cohort::Cohort;
+use super::config::ProtocolConfig;
+use super::counters::{CohortCounters, Counter, CounterRegistry};
+use super::deadlines::{DeadlineKey, Deadlines};
+use super::ids::{PeerId, StreamId, Ticket, WriteNotice};
+use super::ledger::PeerLedger;
+use super::snapshot::{MachineSnapshot, snapshot_cohort};
+use super::stream::{Checked, FrameKind, InFlight, Revocation, Role, Stream};
+use super::time::Millis;
+use super::validation::{FrameContext, Verdict, check_frame};
+
+/// Why a cohort is reclaimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reclaim {
+    /// R36: its last stream left.
+    Empty,
+    /// R34: no accepted publisher frame for the inactivity deadline.
+    Inactive,
+    /// R21: the admin's EOS was delivered.
+    EndOfStream,
+}
+
+impl Reclaim {
+    fn counter(self) -> Counter {
+        match self {
+            Reclaim::Empty => Counter::CohortsReclaimedEmpty,
+            Reclaim::Inactive => Counter::CohortsReclaimedInactive,
+            Reclaim::EndOfStream => Counter::CohortsReclaimedEos,
+        }
+    }
+
+    fn close_reason(self) -> CloseReason {
+        match self {
+            // An empty cohort has no stream left to close.
+            Reclaim::Empty | Reclaim::Inactive => CloseReason::Inactive,
+            Reclaim::EndOfStream => CloseReason::EndOfStream,
+        }
+    }
+}
+
+/// Where actions and counter bumps go; a separate field so that it can be borrowed next to
+/// a cohort or a stream.
+#[derive(Debug)]
+struct Outbox {
+    actions: Vec<Action>,
+    registry: Arc<CounterRegistry>,
+}
+
+impl Outbox {
+    fn push(&mut self, action: Action) {
+        self.actions.push(action);
+    }
+
+    fn consumed(&mut self, stream: StreamId) {
+        self.actions.push(Action::Consumed { stream });
+    }
+
+    /// A single-stream Broadcast (counted as one delivery).
+    fn send_broadcast(
+        &mut self,
+        counters: &CohortCounters,
+        stream: StreamId,
+        frame: Bytes,
+        notice: Option<WriteNotice>,
+    ) {
+        self.registry.add(counters, Counter::Deliveries, 1);
+        self.actions.push(Action::Send {
+            stream,
+            frame,
+            notice,
+        });
+    }
+
+    fn deliver(&mut self, counters: &CohortCounters, frame: Bytes, targets: Arc<[StreamId]>) {
+        if targets.is_empty() {
+            return;
+        }
+        self.registry
+            .add(counters, Counter::Deliveries, targets.len() as u64);
+        self.actions.push(Action::Deliver { frame, targets });
+    }
+
+    fn count(&self, counters: &CohortCounters, counter: Counter) {
+        self.registry.add(counters, counter, 1);
+    }
+}
+
+/// The I/O-free protocol core of one broker core. See the module documentation.
+#[derive(Debug)]
+pub struct Machine {
+    config: ProtocolConfig,
+    /// The largest read window ever configured: streams may still hold that many frames
+    /// after a reload lowered it.
+    read_window_frames_max: usize,
+    ledger: Arc<PeerLedger>,
+    rng: StdRng,
+    cohorts: HashMap<u64, Cohort>,
+    cohort_by_key: HashMap<CohortKey, u64>,
+    streams: HashMap<StreamId, Stream>,
+    /// Verifications in flight, by ticket; a ticket of a closed stream stays until its
+    /// result arrives and is then ignored.
+    tickets: HashMap<Ticket, StreamId>,
+    deadlines: Deadlines,
+    out: Outbox,
+    next_cohort_serial: u64,
+    next_ticket: u64,
+    next_notice: u64,
+}
+
+impl Machine {
+    /// A machine with no cohorts. `rng` makes the challenges (R4): production seeds it from
+    /// the OS (`StdRng` is a CSPRNG), a simulation from a fixed seed.
+    ///
+    /// # Panics
+    /// If `config` does not validate (the config loader validates it first).
+    #[must_use]
+    pub fn new(config: ProtocolConfig, ledger: Arc<PeerLedger>, rng: StdRng) -> Machine {
+        let errors = config.validate();
+        assert!(errors.is_empty(), "invalid protocol config: {errors:?}");
+        Machine {
+            read_window_frames_max: config.frames_in_flight_per_stream_max,
+            config,
+            ledger,
+            rng,
+            cohorts: HashMap::new(),
+            cohort_by_key: HashMap::new(),
+            streams: HashMap::new(),
+            tickets: HashMap::new(),
+            deadlines: Deadlines::default(),
+            out: Outbox {
+                actions: Vec::new(),
+                registry: Arc::new(CounterRegistry::default()),
+            },
+            next_cohort_serial: 0,
+            next_ticket: 0,
+            next_notice: 0,
+        }
+    }
+
+    /// The policy this machine enforces.
+    #[must_use]
+    pub fn config(&self) -> &ProtocolConfig {
+        &self.config
+    }
+
+    /// Applies a reloaded policy (SIGHUP). Bounds and durations apply to decisions from now on:
+    /// existing cohorts keep the size of their cursor table and dedup window, queued deadlines
+    /// keep their times (an inactivity deadline is recomputed with the new duration when its
+    /// timer comes due), and a lowered read window is enforced by the I/O layer's credits as
+    /// streams drain. The broker-wide bounds live in the `PeerLedger`
+    /// (`PeerLedger::reconfigure`).
+    ///
+    /// # Panics
+    /// If `config` does not validate.
+    pub fn reconfigure(&mut self, config: ProtocolConfig) {
+        let errors = config.validate();
+        assert!(errors.is_empty(), "invalid protocol config: {errors:?}");
+        self.read_window_frames_max = self
+            .read_window_frames_max
+            .max(config.frames_in_flight_per_stream_max);
+        self.config = config;
+    }
+
+    /// This machine's counters (totals and live cohorts), for a scraper on another thread.
+    #[must_use]
+    pub fn counters(&self) -> Arc<CounterRegistry> {
+        Arc::clone(&self.out.registry)
+    }
+
+    /// Live cohorts homed here.
+    #[must_use]
+    pub fn cohort_count(&self) -> usize {
+        self.cohorts.len()
+    }
+
+    /// Streams attached to cohorts homed here.
+    #[must_use]
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Deadline entries queued (live ones and dead ones not yet swept), for a memory gauge;
+    /// sweeping keeps it below twice the streams and cohorts plus a small constant.
+    #[must_use]
+    pub fn timers_queued(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    /// Verification jobs issued and not yet answered.
+    #[must_use]
+    pub fn verifications_in_flight(&self) -> usize {
+        self.tickets.len()
+    }
+
+    /// Moves every pending action, in order, to the end of `out`.
+    pub fn drain_actions(&mut self, out: &mut Vec<Action>) {
+        out.append(&mut self.out.actions);
+    }
+
+    /// The state of every cohort, for the admin JSON view.
+    #[must_use]
+    pub fn snapshot(&self) -> MachineSnapshot {
+        let mut cohorts: Vec<&Cohort> = self.cohorts.values().collect();
+        cohorts.sort_by_key(|cohort| cohort.serial);
+        MachineSnapshot {
+            cohorts: cohorts
+                .into_iter()
+                .map(|cohort| snapshot_cohort(cohort, &self.streams))
+                .collect(),
+            streams: self.streams.len(),
+            verifications_in_flight: self.tickets.len(),
+            totals: self.out.registry.totals().snapshot(),
+        }
+    }
+
+    /// `snapshot`'s cohorts as JSON objects, each with `age_ms` and `idle_ms` at `now` (for
+    /// the admin endpoint's `/cohortz`).
+    #[must_use]
+    pub fn snapshot_json(&self, now: Millis) -> Vec<serde_json::Value> {
+        self.snapshot()
+            .cohorts
+            .into_iter()
+            .map(|cohort| {
+                let (age_ms, idle_ms) = (
+                    now.as_ms().saturating_sub(cohort.created_ms),
+                    now.as_ms().saturating_sub(cohort.last_activity_ms),
+                );
+                let mut value = serde_json::to_value(cohort).expect("a snapshot is plain data");
+                if let serde_json::Value::Object(fields) = &mut value {
+                    fields.insert("age_ms".into(), age_ms.into());
+                    fields.insert("idle_ms".into(), idle_ms.into());
+                }
+                value
+            })
+            .collect()
+    }
+
+    /// The first frame of a new stream (R2). The answer is an `Ack` (OK, FULL or REJECTED,
+    /// R5), or, for a blocklisted peer, a `Close` without one.
+    ///
+    /// # Panics
+    /// If `stream` is already attached (the I/O layer never reuses a stream id).
+    pub fn on_join(&mut self, now: Millis, peer: PeerId, stream: StreamId, join_body: Bytes) {
+        assert!(
+            !self.streams.contains_key(&stream),
+            "stream {stream} joined twice"
+        );
+        self.join(now, peer, stream, join_body);
+        self.rearm();
+    }
+
+    /// A later frame of a stream: always a Broadcast body. Exactly one `Consumed` follows for
+    /// it, now or once its verification is done.
+    ///
+    /// # Panics
+    /// If the stream already has `frames_in_flight_per_stream_max` frames not yet consumed
+    /// (the I/O layer's read window forbids it).
+    pub fn on_frame(&mut self, now: Millis, stream: StreamId, body: Bytes) {
+        self.frame(now, stream, body);
+        self.rearm();
+    }
+
+    /// The result of an `Action::Verify`.
+    ///
+    /// # Panics
+    /// If the ticket was never issued or was already answered.
+    pub fn on_verified(
+        &mut self,
+        now: Millis,
+        ticket: Ticket,
+        result: Result<Verified, VerifyError>,
+    ) {
+        let stream_id = self
+            .tickets
+            .remove(&ticket)
+            .unwrap_or_else(|| panic!("ticket {} was never issued", ticket.value()));
+        // A closed stream's frames were consumed when it closed.
+        if let Some(stream) = self.streams.get_mut(&stream_id) {
+            let slot = stream
+                .in_flight
+                .iter_mut()
+                .find(|in_flight| in_flight.ticket == ticket)
+                .expect("an issued ticket of a live stream is in its flight list");
+            slot.result = Some(result);
+            self.apply_ready(now, stream_id);
+        }
+        self.rearm();
+    }
+
+    /// A frame sent with a `WriteNotice` is on the wire (R24: the revocation grace starts).
+    pub fn on_written(&mut self, now: Millis, stream: StreamId, notice: WriteNotice) {
+        if let Some(stream) = self.streams.get_mut(&stream)
+            && let Some(revocation) = stream.revocation.as_mut()
+            && revocation.notice == notice
+            && revocation.written_at.is_none()
+        {
+            revocation.written_at = Some(now);
+        }
+    }
+
+    /// The I/O layer ended a stream (a stream the machine closed itself is already forgotten).
+    /// `_now` keeps the inputs uniform; nothing about a close depends on the time.
+    pub fn on_closed(&mut self, _now: Millis, stream: StreamId, by: ClosedBy) {
+        let Some(attached) = self.streams.get(&stream) else {
+            return;
+        };
+        if by == ClosedBy::QueueOverflow {
+            let counters = Arc::clone(&self.cohort(attached.cohort).counters);
+            self.out.count(&counters, Counter::QueueReset);
+        }
+        self.close_stream(stream, None);
+        self.rearm();
+    }
+
+    /// Time passed: runs every deadline due at `now` (R34, R35).
+    pub fn on_tick(&mut self, now: Millis) {
+        self.deadlines.timer_fired(now);
+        while let Some((at, key)) = self.deadlines.pop_due(now) {
+            match key {
+                DeadlineKey::Claim(stream_id) => self.claim_deadline_due(now, at, stream_id),
+                DeadlineKey::Inactivity(serial) => self.inactivity_deadline_due(now, at, serial),
+            }
+        }
+        self.rearm();
+    }
+
+    fn cohort(&self, serial: u64) -> &Cohort {
+        self.cohorts
+            .get(&serial)
+            .expect("a stream's cohort is live")
+    }
+
+    // ---- Join (R1..R5, R29..R33, R37) ----
+
+    fn join(&mut self, now: Millis, peer: PeerId, stream_id: StreamId, join_body: Bytes) {
+        if self.ledger.is_blocked(peer, now) {
+            self.out.registry.add_total(Counter::JoinsBlocked, 1);
+            self.out.push(Action::Close {
+                stream: stream_id,
+                reason: CloseReason::Blocklisted,
+            });
+            return;
+        }
+        let valid = match decode_join(join_body) {
+            Err(_) => {
+                return self.refuse(
+                    stream_id,
+                    None,
+                    CloseReason::Rejected(RejectCause::Undecodable),
+                );
+            }
+            Ok(join) => match validate_join(&join) {
+                Err(reason) => {
+                    return self.refuse(
+                        stream_id,
+                        None,
+                        CloseReason::Rejected(RejectCause::Invalid(reason)),
+                    );
+                }
+                Ok(valid) => valid,
+            },
+        };
+        // D11: history is broker policy; until it is served, such a Join is REJECTED.
+        if valid.spec.history && !self.config.history_enabled {
+            return self.refuse(
+                stream_id,
+                None,
+                CloseReason::Rejected(RejectCause::HistoryRefused),
+            );
+        }
+        let serial = match self.cohort_by_key.get(&valid.key).copied() {
+            Some(serial) => match self.admit(serial, peer, &valid.addr) {
+                Ok(()) => serial,
+                Err(cause) => {
+                    return self.refuse(stream_id, Some(serial), CloseReason::Full(cause));
+                }
+            },
+            None => match self.create_cohort(now, peer, &valid) {
+                Ok(serial) => serial,
+                Err(cause) => return self.refuse(stream_id, None, CloseReason::Full(cause)),
+            },
+        };
+        self.attach(now, peer, stream_id, serial, valid.addr);
+    }
+
+    /// The bounds of an existing cohort (R30, R32, R33); on success the peer is counted in.
+    fn admit(&self, serial: u64, peer: PeerId, addr: &Address) -> Result<(), FullCause> {
+        let cohort = self.cohort(serial);
+        let peer_streams = cohort.streams_of_peer(peer);
+        if peer_streams >= self.config.streams_per_peer_per_cohort_max {
+            return Err(FullCause::PeerStreams);
+        }
+        match cohort.initial_role(addr) {
+            // R30 exempts pending streams; their own guard bounds what they can hold.
+            Role::Pending if cohort.pending >= self.config.pending_streams_per_cohort_max => {
+                return Err(FullCause::CohortPendingStreams);
+            }
+            Role::Pending => {}
+            Role::Publisher | Role::Spectator | Role::Silent
+                if cohort.counted >= self.config.streams_per_cohort_max =>
+            {
+                return Err(FullCause::CohortStreams);
+            }
+            Role::Publisher | Role::Spectator | Role::Silent => {}
+        }
+        if peer_streams == 0 && !self.ledger.try_enter_cohort(peer) {
+            return Err(FullCause::PeerCohorts);
+        }
+        Ok(())
+    }
+
+    /// A new cohort for a Join with no live match (R2, R31, R37); the peer is counted in.
+    fn create_cohort(
+        &mut self,
+        now: Millis,
+        peer: PeerId,
+        valid: &ValidJoin,
+    ) -> Result<u64, FullCause> {
+        if !self.ledger.try_enter_cohort(peer) {
+            return Err(FullCause::PeerCohorts);
+        }
+        if !self.ledger.try_open_cohort() {
+            self.ledger.leave_cohort(peer);
+            return Err(FullCause::Cohorts);
+        }
+        let serial = self.next_cohort_serial;
+        self.next_cohort_serial += 1;
+        let mut cohort = Cohort::new(serial, valid.key.clone(), valid.spec, now, &self.config);
+        self.out
+            .registry
+            .register(serial, Arc::clone(&cohort.counters));
+        self.out.count(&cohort.counters, Counter::CohortsCreated);
+        let deadline = now.plus_ms(self.config.inactivity_deadline_ms);
+        cohort.inactivity_timer = Some(deadline);
+        self.deadlines
+            .push(deadline, DeadlineKey::Inactivity(serial));
+        self.cohort_by_key.insert(valid.key.clone(), serial);
+        self.cohorts.insert(serial, cohort);
+        Ok(serial)
+    }
+
+    /// Answers FULL or REJECTED and ends the stream (R5).
+    fn refuse(&mut self, stream: StreamId, serial: Option<u64>, reason: CloseReason) {
+        let (status, counter) = match reason {
+            CloseReason::Full(_) => (Status::Full, Counter::JoinsFull),
+            _ => (Status::Rejected, Counter::JoinsRejected),
+        };
+        match serial {
+            Some(serial) => {
+                let counters = Arc::clone(&self.cohort(serial).counters);
+                self.out.count(&counters, counter);
+            }
+            None => self.out.registry.add_total(counter, 1),
+        }
+        let ack = encode_frame(&Ack {
+            status: status as i32,
+            challenge: Bytes::new(),
+        });
+        self.out.push(Action::Send {
+            stream,
+            frame: ack,
+            notice: None,
+        });
+        self.out.push(Action::Close { stream, reason });
+    }
+
+    /// Answers OK with a fresh challenge (R4) and attaches the stream in its initial role.
+    fn attach(
+        &mut self,
+        now: Millis,
+        peer: PeerId,
+        stream_id: StreamId,
+        serial: u64,
+        addr: Address,
+    ) {
+        let mut challenge: Hash = [0; 32];
+        self.rng.fill_bytes(&mut challenge);
+        let ack = encode_frame(&Ack {
+            status: Status::Ok as i32,
+            challenge: Bytes::copy_from_slice(&challenge),
+        });
+        self.out.push(Action::Send {
+            stream: stream_id,
+            frame: ack,
+            notice: None,
+        });
+
+        let cohort = self
+            .cohorts
+            .get_mut(&serial)
+            .expect("cohort admitted the stream");
+        let role = cohort.initial_role(&addr);
+        let mut stream = Stream {
+            peer,
+            cohort: serial,
+            addr,
+            challenge,
+            role,
+            exempt: role == Role::Pending,
+            proven: false,
+            joined_at: now,
+            claim_deadline: None,
+            claim_timer: None,
+            revocation: None,
+            roster_seen: 0,
+            in_flight: Default::default(),
+            backlog: Default::default(),
+        };
+        cohort.attach(stream_id, &stream);
+        self.out.count(&cohort.counters, Counter::JoinsOk);
+        if matches!(role, Role::Pending | Role::Silent) {
+            set_claim_deadline(
+                &mut self.deadlines,
+                stream_id,
+                &mut stream,
+                now.plus_ms(self.config.claim_deadline_ms),
+            );
+        }
+        // R22: the latest roster goes first to a stream entering the fan-out set, and at once
+        // to a pending or silent stream it names; never to the admin's streams (D5).
+        let roster_due = !cohort.is_admin(&addr)
+            && match role {
+                Role::Spectator | Role::Publisher => true,
+                Role::Pending | Role::Silent => cohort.roster.names(&addr),
+            };
+        if roster_due && let Some(frame) = cohort.roster.latest.clone() {
+            stream.roster_seen = cohort.roster.version;
+            self.out
+                .send_broadcast(&cohort.counters, stream_id, frame, None);
+        }
+        self.streams.insert(stream_id, stream);
+        if role == Role::Publisher {
+            self.enforce_publisher_streams(serial, &addr);
+        }
+    }
+
+    /// R29: an address holds at most `publisher_streams_per_address_max` publisher streams
+    /// in a cohort; the oldest claims are reset.
+    fn enforce_publisher_streams(&mut self, serial: u64, addr: &Address) {
+        loop {
+            let cohort = self.cohort(serial);
+            let Some(publishers) = cohort.publishers_by_addr.get(addr) else {
+                return;
+            };
+            if publishers.len() <= self.config.publisher_streams_per_address_max {
+                return;
+            }
+            let oldest = publishers[0];
+            let counters = Arc::clone(&cohort.counters);
+            self.out.count(&counters, Counter::Superseded);
+            self.close_stream(oldest, Some(CloseReason::Superseded));
+        }
+    }
+
+    // ---- Frames (R13..R18) ----
+
+    fn frame(&mut self, now: Millis, stream_id: StreamId, body: Bytes) {
+        let Some(stream) = self.streams.get_mut(&stream_id) else {
+            // Closed by this machine while the frame was on its way.
+            self.out.consumed(stream_id);
+            self.out.registry.add_total(Counter::DropStreamGone, 1);
+            return;
+        };
+        assert!(
+            stream.frames_held() < self.read_window_frames_max,
+            "stream {stream_id} exceeded its read window"
+        );
+        if let Some(revocation) = stream.revocation {
+            self.out.consumed(stream_id);
+            if revocation.tolerates(now, self.config.revocation_grace_ms) {
+                let cohort = self
+                    .cohorts
+                    .get(&stream.cohort)
+                    .expect("a stream's cohort is live");
+                self.out
+                    .count(&cohort.counters, Counter::DropRevokedInGrace);
+            } else {
+                self.violate(
+                    now,
+                    stream_id,
+                    Violation::WrongStream(WrongStream::RevokedAfterGrace),
+                );
+            }
+            return;
+        }
+        // One connection buys at most one wasted signature check: until a frame of this
+        // stream has verified, later frames wait for that result.
+        if !stream.proven && !stream.in_flight.is_empty() {
+            stream.backlog.push_back(body);
+            return;
+        }
+        self.check(now, stream_id, body);
+    }
+
+    fn check(&mut self, now: Millis, stream_id: StreamId, body: Bytes) {
+        let stream = self
+            .streams
+            .get_mut(&stream_id)
+            .expect("checked stream is attached");
+        let cohort = self
+            .cohorts
+            .get(&stream.cohort)
+            .expect("a stream's cohort is live");
+        let named =
+            cohort.authorship() == Authorship::Explicit && cohort.roster.names(&stream.addr);
+        let context = FrameContext {
+            spec: &cohort.spec,
+            addr: &stream.addr,
+            challenge: &stream.challenge,
+            may_send: match stream.role {
+                Role::Pending | Role::Publisher => Ok(()),
+                Role::Spectator | Role::Silent if named => Ok(()),
+                Role::Spectator => Err(WrongStream::Spectator),
+                Role::Silent => Err(WrongStream::Silent),
+            },
+            is_admin: cohort.is_admin(&stream.addr),
+            claimed: stream.role == Role::Publisher,
+            data_cursor: cohort.cursors.get(&stream.addr),
+            roster_cursor: cohort.roster.cursor,
+        };
+        match check_frame(body, &context) {
+            Verdict::Drop(counter) => {
+                self.out.consumed(stream_id);
+                self.out.count(&cohort.counters, counter);
+            }
+            Verdict::Violation(violation) => {
+                self.out.consumed(stream_id);
+                self.violate(now, stream_id, violation);
+            }
+            Verdict::Verify { frame, request } => {
+                let ticket = Ticket(self.next_ticket);
+                self.next_ticket += 1;
+                self.tickets.insert(ticket, stream_id);
+                stream.in_flight.push_back(InFlight {
+                    ticket,
+                    frame,
+                    result: None,
+                });
+                self.out.count(&cohort.counters, Counter::VerifyRequests);
+                self.out.push(Action::Verify { ticket, request });
+            }
+        }
+    }
+
+    /// Applies verified frames of a stream in read order, then releases its backlog.
+    fn apply_ready(&mut self, now: Millis, stream_id: StreamId) {
+        loop {
+            let Some(stream) = self.streams.get_mut(&stream_id) else {
+                return;
+            };
+            if stream
+                .in_flight
+                .front()
+                .is_some_and(|front| front.result.is_some())
+            {
+                let InFlight { frame, result, .. } =
+                    stream.in_flight.pop_front().expect("front exists");
+                self.apply(now, stream_id, frame, result.expect("front has its result"));
+                continue;
+            }
+            if !stream.backlog.is_empty() && (stream.proven || stream.in_flight.is_empty()) {
+                let body = stream.backlog.pop_front().expect("backlog is not empty");
+                self.frame(now, stream_id, body);
+                continue;
+            }
+            return;
+        }
+    }
+
+    /// The stateful part, once the chunk is known to be valid (or not).
+    fn apply(
+        &mut self,
+        now: Millis,
+        stream_id: StreamId,
+        frame: Checked,
+        result: Result<Verified, VerifyError>,
+    ) {
+        self.out.consumed(stream_id);
+        let verified = match result {
+            Ok(verified) => verified,
+            Err(error) => {
+                return self.violate(
+                    now,
+                    stream_id,
+                    Violation::InvalidSoc(InvalidSoc::Verify(error)),
+                );
+            }
+        };
+        let stream = self
+            .streams
+            .get_mut(&stream_id)
+            .expect("applied stream is attached");
+        stream.proven = true;
+        let serial = stream.cohort;
+        let cohort = self
+            .cohorts
+            .get_mut(&serial)
+            .expect("a stream's cohort is live");
+        // Revoked while the frame was being verified: it was read within the grace (R24).
+        if stream.revocation.is_some() {
+            self.out
+                .count(&cohort.counters, Counter::DropRevokedInGrace);
+            return;
+        }
+        if cohort.authorship() == Authorship::Implicit {
+            // R11: where the binding fixes the owner (OWNER), it must be the declared addr.
+            if cohort.spec.binding == Binding::Owner && verified.owner != stream.addr {
+                return self.violate(
+                    now,
+                    stream_id,
+                    Violation::InvalidSoc(InvalidSoc::OwnerNotAddr),
+                );
+            }
+            let dedup = cohort
+                .dedup
+                .as_mut()
+                .expect("implicit cohorts keep a dedup window");
+            // R28.
+            if !dedup.insert(verified.dedup_key) {
+                self.out.count(&cohort.counters, Counter::Retransmit);
+                return;
+            }
+            let addr = stream.addr;
+            self.publish(now, serial, &addr, &frame.body, Counter::AcceptedData);
+            return;
+        }
+        let addr = stream.addr;
+        if stream.role != Role::Publisher {
+            self.claim(stream_id);
+        }
+        // The claim may have reset another stream of this address (R29), never this one.
+        let cohort = self
+            .cohorts
+            .get_mut(&serial)
+            .expect("a stream's cohort is live");
+        match frame.kind {
+            FrameKind::Data => {
+                // R16 again: another stream of the same address may have moved the cursor.
+                if frame.index < cohort.cursors.get(&addr) {
+                    self.out.count(&cohort.counters, Counter::Retransmit);
+                    return;
+                }
+                // R18. The table's eviction (R27) restarts the evicted publisher's cursor.
+                if cohort.cursors.advance(&addr, frame.index + 1).is_some() {
+                    self.out.count(&cohort.counters, Counter::CursorEvictions);
+                }
+                self.publish(now, serial, &addr, &frame.body, Counter::AcceptedData);
+            }
+            FrameKind::Auth => {
+                cohort.last_activity = now;
+                self.out.count(&cohort.counters, Counter::AcceptedAuth);
+            }
+            FrameKind::Roster => {
+                if frame.index < cohort.roster.cursor {
+                    self.out.count(&cohort.counters, Counter::Retransmit);
+                    return;
+                }
+                match decode_roster(&frame.payload) {
+                    // R20: it still claimed (above) and moves no cursor.
+                    Err(_) => self.out.count(&cohort.counters, Counter::InvalidRoster),
+                    Ok(entries) => {
+                        self.accept_roster(now, serial, frame.index, &entries, &frame.body)
+                    }
+                }
+            }
+            FrameKind::Eos => {
+                // R21: deliver to every fan-out stream, then reclaim.
+                self.publish(now, serial, &addr, &frame.body, Counter::AcceptedEos);
+                self.reclaim(serial, Reclaim::EndOfStream);
+            }
+        }
+    }
+
+    /// Delivers an accepted publication, unchanged and framed once, to the fan-out set
+    /// without the publishing identity's streams (R18, R25).
+    fn publish(
+        &mut self,
+        now: Millis,
+        serial: u64,
+        identity: &Address,
+        body: &Bytes,
+        counter: Counter,
+    ) {
+        let cohort = self
+            .cohorts
+            .get_mut(&serial)
+            .expect("publishing cohort is live");
+        cohort.last_activity = now;
+        self.out.count(&cohort.counters, counter);
+        let targets = cohort.fanout.targets(identity);
+        self.out.deliver(&cohort.counters, frame_of(body), targets);
+    }
+
+    /// R7: a pending, silent or granted spectator stream's first valid frame.
+    fn claim(&mut self, stream_id: StreamId) {
+        let stream = self
+            .streams
+            .get_mut(&stream_id)
+            .expect("claiming stream is attached");
+        let serial = stream.cohort;
+        let cohort = self
+            .cohorts
+            .get_mut(&serial)
+            .expect("a stream's cohort is live");
+        let entering_fanout = matches!(stream.role, Role::Pending | Role::Silent);
+        cohort.change_role(stream_id, stream, Role::Publisher);
+        clear_claim_deadline(stream);
+        self.out.count(&cohort.counters, Counter::Claims);
+        // R22 and D5: the latest roster first, unless this stream already has it or is the admin's.
+        if entering_fanout
+            && !cohort.is_admin(&stream.addr)
+            && stream.roster_seen != cohort.roster.version
+            && let Some(frame) = cohort.roster.latest.clone()
+        {
+            stream.roster_seen = cohort.roster.version;
+            self.out
+                .send_broadcast(&cohort.counters, stream_id, frame, None);
+        }
+        let addr = stream.addr;
+        self.enforce_publisher_streams(serial, &addr);
+    }
+
+    // ---- Roster (R19..R24) ----
+
+    fn accept_roster(
+        &mut self,
+        now: Millis,
+        serial: u64,
+        index: u64,
+        entries: &[Address],
+        body: &Bytes,
+    ) {
+        let framed = frame_of(body);
+        let cohort = self
+            .cohorts
+            .get_mut(&serial)
+            .expect("roster cohort is live");
+        let admin = cohort
+            .spec
+            .admin
+            .expect("ROSTER is accepted only where there is an admin");
+        let change = cohort
+            .roster
+            .replace(index, entries, &admin, framed.clone());
+        cohort.last_activity = now;
+        self.out.count(&cohort.counters, Counter::AcceptedRoster);
+        // Under ALL the roster grants nothing, so nothing is revoked or granted by it.
+        let explicit = cohort.authorship() == Authorship::Explicit;
+        let mut revoked: Vec<StreamId> = Vec::new();
+        if explicit {
+            for addr in &change.removed {
+                revoked.extend(cohort.streams_by_addr.get(addr).into_iter().flatten());
+            }
+            revoked.sort_unstable();
+        }
+        // The fan-out set gets it as a delivery; revoked streams get it on their own, with a
+        // notice, below.
+        let mut targets = cohort.fanout.targets(&admin);
+        if revoked.iter().any(|id| cohort.fanout.contains(*id)) {
+            targets = targets
+                .iter()
+                .filter(|id| revoked.binary_search(id).is_err())
+                .copied()
+                .collect();
+        }
+        self.out.deliver(&cohort.counters, framed.clone(), targets);
+        for stream_id in revoked {
+            self.revoke(now, serial, stream_id, &framed);
+        }
+        if explicit {
+            self.grant(now, serial, &change.added, &framed);
+        }
+    }
+
+    /// R22, R23: pending and silent streams named by the new roster get it at once; newly
+    /// named streams lose any revocation, and newly named silent streams get a fresh claim
+    /// deadline (they could not claim before).
+    fn grant(&mut self, now: Millis, serial: u64, added: &[Address], framed: &Bytes) {
+        let cohort = self.cohorts.get(&serial).expect("roster cohort is live");
+        let claim_deadline = now.plus_ms(self.config.claim_deadline_ms);
+        for addr in &cohort.roster.ordered {
+            let newly_named = added.contains(addr);
+            for stream_id in cohort.streams_by_addr.get(addr).into_iter().flatten() {
+                let stream = self
+                    .streams
+                    .get_mut(stream_id)
+                    .expect("member stream is attached");
+                if newly_named {
+                    stream.revocation = None;
+                    if stream.role == Role::Silent {
+                        set_claim_deadline(&mut self.deadlines, *stream_id, stream, claim_deadline);
+                    }
+                }
+                if matches!(stream.role, Role::Pending | Role::Silent) {
+                    stream.roster_seen = cohort.roster.version;
+                    self.out
+                        .send_broadcast(&cohort.counters, *stream_id, framed.clone(), None);
+                }
+            }
+        }
+    }
+
+    /// R24: the stream's addr left the roster. It gets the reduced roster with a notice, its
+    /// frames are dropped until that is written plus the grace, and it takes the role R8/R9
+    /// give its addr.
+    fn revoke(&mut self, now: Millis, serial: u64, stream_id: StreamId, framed: &Bytes) {
+        let stream = self
+            .streams
+            .get_mut(&stream_id)
+            .expect("revoked stream is attached");
+        let cohort = self
+            .cohorts
+            .get_mut(&serial)
+            .expect("roster cohort is live");
+        if stream.exempt {
+            if cohort.counted >= self.config.streams_per_cohort_max {
+                // No room in R30 for it as a reader: it leaves after its reduced roster.
+                self.out
+                    .send_broadcast(&cohort.counters, stream_id, framed.clone(), None);
+                self.close_stream(stream_id, Some(CloseReason::RevokedWithoutRoom));
+                return;
+            }
+            cohort.stop_exemption(stream);
+        }
+        let role = cohort.audience_role();
+        if stream.role != role {
+            cohort.change_role(stream_id, stream, role);
+        }
+        let notice = WriteNotice(self.next_notice);
+        self.next_notice += 1;
+        stream.revocation = Some(Revocation {
+            notice,
+            written_at: None,
+        });
+        stream.roster_seen = cohort.roster.version;
+        clear_claim_deadline(stream);
+        if role == Role::Silent {
+            set_claim_deadline(
+                &mut self.deadlines,
+                stream_id,
+                stream,
+                now.plus_ms(self.config.claim_deadline_ms),
+            );
+        }
+        self.out
+            .send_broadcast(&cohort.counters, stream_id, framed.clone(), Some(notice));
+    }
+
+    // ---- Violations, closing, reclaiming (R34..R36, R39) ----
+
+    fn violate(&mut self, now: Millis, stream_id: StreamId, violation: Violation) {
+        let stream = self
+            .streams
+            .get(&stream_id)
+            .expect("violating stream is attached");
+        let peer = stream.peer;
+        let counters = Arc::clone(&self.cohort(stream.cohort).counters);
+        self.out.count(&counters, violation.counter());
+        self.close_stream(stream_id, Some(CloseReason::Violation(violation)));
+        self.blocklist(now, peer, self.config.blocklist_violation_ms, &counters);
+    }
+
+    fn blocklist(
+        &mut self,
+        now: Millis,
+        peer: PeerId,
+        duration_ms: u64,
+        counters: &CohortCounters,
+    ) {
+        if duration_ms == 0 {
+            return;
+        }
+        let until = now.plus_ms(duration_ms);
+        self.ledger.block(peer, until, now);
+        self.out.count(counters, Counter::Blocklisted);
+        self.out.push(Action::Blocklist { peer, until });
+    }
+
+    /// Forgets a stream, consuming the frames it held; with a reason, tells the I/O layer to
+    /// close it. The cohort goes when its last stream does (R36).
+    fn close_stream(&mut self, stream_id: StreamId, reason: Option<CloseReason>) {
+        let stream = self
+            .streams
+            .remove(&stream_id)
+            .expect("closed stream is attached");
+        for _ in 0..stream.frames_held() {
+            self.out.consumed(stream_id);
+        }
+        if let Some(reason) = reason {
+            self.out.push(Action::Close {
+                stream: stream_id,
+                reason,
+            });
+        }
+        let cohort = self
+            .cohorts
+            .get_mut(&stream.cohort)
+            .expect("a stream's cohort is live");
+        if cohort.detach(stream_id, &stream) {
+            self.ledger.leave_cohort(stream.peer);
+        }
+        if cohort.members.is_empty() {
+            let serial = cohort.serial;
+            self.reclaim(serial, Reclaim::Empty);
+        }
+    }
+
+    /// Removes a cohort and closes every stream still attached (R21, R34, R36).
+    fn reclaim(&mut self, serial: u64, why: Reclaim) {
+        let mut cohort = self
+            .cohorts
+            .remove(&serial)
+            .expect("reclaimed cohort is live");
+        self.cohort_by_key.remove(&cohort.key);
+        let members: Vec<StreamId> = cohort.members.iter().copied().collect();
+        for stream_id in members {
+            let stream = self
+                .streams
+                .remove(&stream_id)
+                .expect("member stream is attached");
+            for _ in 0..stream.frames_held() {
+                self.out.consumed(stream_id);
+            }
+            self.out.push(Action::Close {
+                stream: stream_id,
+                reason: why.close_reason(),
+            });
+            if cohort.detach(stream_id, &stream) {
+                self.ledger.leave_cohort(stream.peer);
+            }
+        }
+        self.ledger.close_cohort();
+        self.out.count(&cohort.counters, why.counter());
+        self.out.registry.deregister(serial);
+    }
+
+    // ---- Deadlines (R34, R35) ----
+
+    fn claim_deadline_due(&mut self, now: Millis, at: Millis, stream_id: StreamId) {
+        let Some(stream) = self.streams.get_mut(&stream_id) else {
+            return;
+        };
+        if stream.claim_timer != Some(at) {
+            return;
+        }
+        stream.claim_timer = None;
+        match stream.claim_deadline {
+            None => {}
+            Some(deadline) if deadline > now => {
+                stream.claim_timer = Some(deadline);
+                self.deadlines.push(deadline, DeadlineKey::Claim(stream_id));
+            }
+            Some(_) => {
+                let peer = stream.peer;
+                let cohort = self
+                    .cohorts
+                    .get(&stream.cohort)
+                    .expect("a stream's cohort is live");
+                let counters = Arc::clone(&cohort.counters);
+                self.out.count(&counters, Counter::ClaimTimeout);
+                self.close_stream(stream_id, Some(CloseReason::ClaimTimeout));
+                self.blocklist(now, peer, self.config.blocklist_claim_timeout_ms, &counters);
+            }
+        }
+    }
+
+    fn inactivity_deadline_due(&mut self, now: Millis, at: Millis, serial: u64) {
+        let Some(cohort) = self.cohorts.get_mut(&serial) else {
+            return;
+        };
+        if cohort.inactivity_timer != Some(at) {
+            return;
+        }
+        let deadline = cohort
+            .last_activity
+            .plus_ms(self.config.inactivity_deadline_ms);
+        if deadline > now {
+            cohort.inactivity_timer = Some(deadline);
+            self.deadlines
+                .push(deadline, DeadlineKey::Inactivity(serial));
+            return;
+        }
+        cohort.inactivity_timer = None;
+        self.reclaim(serial, Reclaim::Inactive);
+    }
+
+    /// Asks for a timer when the earliest live deadline moved earlier. Dead entries (of
+    /// closed streams, reclaimed cohorts, moved deadlines) are dropped from the top, and
+    /// swept from the whole heap once they outnumber the live ones.
+    fn rearm(&mut self) {
+        let (streams, cohorts) = (&self.streams, &self.cohorts);
+        let live = |at: Millis, key: DeadlineKey| match key {
+            DeadlineKey::Claim(stream_id) => streams
+                .get(&stream_id)
+                .is_some_and(|stream| stream.claim_timer == Some(at)),
+            DeadlineKey::Inactivity(serial) => cohorts
+                .get(&serial)
+                .is_some_and(|cohort| cohort.inactivity_timer == Some(at)),
+        };
+        if self.deadlines.len() > 2 * (streams.len() + cohorts.len()) + 64 {
+            self.deadlines.sweep(live);
+        }
+        self.deadlines.drop_dead_top(live);
+        if let Some(at) = self.deadlines.rearm() {
+            self.out.push(Action::ArmTimer { at });
+        }
+    }
+}
+
+/// Sets a claim deadline (R35), queueing a timer unless one is queued already (an earlier
+/// one, which re-queues itself for the later deadline when it comes due).
+fn set_claim_deadline(
+    deadlines: &mut Deadlines,
+    stream_id: StreamId,
+    stream: &mut Stream,
+    at: Millis,
+) {
+    stream.claim_deadline = Some(at);
+    if stream.claim_timer.is_none() {
+        stream.claim_timer = Some(at);
+        deadlines.push(at, DeadlineKey::Claim(stream_id));
+    }
+}
+
+/// Drops a claim deadline; its queued timer, if any, is dead from now on.
+fn clear_claim_deadline(stream: &mut Stream) {
+    stream.claim_deadline = None;
+    stream.claim_timer = None;
+}
+
+/// The delivered frame: varint length + the accepted body, byte for byte (§1).
+fn frame_of(body: &Bytes) -> Bytes {
+    let mut framed = BytesMut::with_capacity(body.len() + prost::length_delimiter_len(body.len()));
+    prost::encoding::encode_varint(body.len() as u64, &mut framed);
+    framed.extend_from_slice(body);
+    framed.freeze()
+}

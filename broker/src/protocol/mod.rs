@@ -1,0 +1,71 @@
+//! The BPS protocol core: an I/O-free state machine (BPS.md section 5, R1..R40).
+//!
+//! Owns: every protocol rule the broker enforces, as `Machine` (one per broker core, for the
+//! cohorts homed on it), fed with `(now, stream, bytes)` and verification results, answering
+//! with `Action`s; plus the pieces it is made of (one file per concept) and the few types the
+//! I/O layer uses next to it (`OutboundQueue`, `PeerLedger`, `ProtocolConfig`).
+//! Never does: sockets, runtimes, clocks or signature checks. Time is passed in, signatures
+//! are checked by whoever executes `Action::Verify`, and bytes go out through the I/O layer.
+//!
+//! Decisions where the spec is silent (each is also noted where it is made):
+//! - R30 counts every stream except those that joined pending (admin or rostered, exempt),
+//!   and that exemption survives the claim; pending streams have their own bound
+//!   (`pending_streams_per_cohort_max`) because anyone may declare the admin's address. An
+//!   exempt stream whose address is revoked becomes counted, or leaves (gracefully, after
+//!   its reduced roster) when the cohort has no room.
+//! - R31 is broker-wide (the `PeerLedger` counts cohorts of all cores).
+//! - A spectator or silent stream named by the current roster may claim (R8, R23); a silent
+//!   stream newly named gets a fresh claim deadline from the roster's acceptance.
+//! - R24 applies to every stream of an address that leaves the roster (pending, publisher,
+//!   and named spectator or silent streams), so a claim in flight is never punished.
+//!   A revoked stream's frames are dropped (`drop_revoked_in_grace`) until the reduced
+//!   roster is written plus `revocation_grace_ms`; later frames are `wrong_stream`
+//!   violations. A revoked stream of a closed cohort is silent and gets a claim deadline.
+//! - R22: a stream gets the latest roster on its own only if it has not had that version
+//!   yet; the fan-out set gets each roster as one delivery.
+//! - R11: the owner must equal the declared addr only under OWNER, the one binding that
+//!   fixes a single owner. Under ANCHOR (GSOC, a shared key) the declared addr is the
+//!   identity for R25, so holders of the shared key can hear each other.
+//! - AUTH in an implicit cohort is a `wrong_stream` violation (there is no claim to prove);
+//!   ROSTER and EOS there are service kinds from a non-admin.
+//! - DATA or ROSTER at index 2^64-1 is `invalid_soc` (bee rejects it; the next cursor
+//!   would not exist). AUTH has no cursor and no duplicate check.
+//! - Inactivity (R34) counts accepted DATA, AUTH, ROSTER and EOS; retransmits, drops and
+//!   invalid rosters do not.
+//! - Violations close only the offending stream; the peer's other streams stay until the I/O
+//!   layer refuses them by the blocklist at their next connection.
+
+pub mod action;
+pub mod config;
+pub mod counters;
+pub mod ids;
+pub mod ledger;
+pub mod machine;
+pub mod outbound;
+pub mod snapshot;
+pub mod time;
+
+mod cohort;
+mod cursor;
+mod deadlines;
+mod dedup;
+mod fanout;
+mod roster;
+mod stream;
+mod validation;
+
+#[cfg(test)]
+mod tests;
+
+pub use action::{
+    Action, CloseReason, ClosedBy, FullCause, InvalidSoc, RejectCause, Violation, WrongStream,
+};
+pub use config::{ConfigError, ProtocolConfig};
+pub use counters::{CohortCounters, Counter, CounterRegistry, CounterSet};
+pub use ids::{PeerId, StreamId, Ticket, WriteNotice};
+pub use ledger::{LedgerSnapshot, PeerLedger};
+pub use machine::Machine;
+pub use outbound::{OutboundQueue, QueueFull};
+pub use snapshot::{CohortSnapshot, MachineSnapshot, StreamSnapshot};
+pub use stream::Role;
+pub use time::Millis;

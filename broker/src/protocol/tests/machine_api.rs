@@ -1,0 +1,148 @@
+//! The machine's surface besides the rules: the admin snapshot, reload, and the invariants
+//! it asserts about its caller.
+
+use bps_proto::Status;
+use bytes::Bytes;
+
+use super::driver::{Rig, ack, close, consumed, explicit, join_body, key, peer, sid};
+use crate::protocol::{CloseReason, FullCause, Millis, ProtocolConfig, Ticket};
+
+#[test]
+fn snapshot_json_describes_every_cohort_for_the_admin_view() {
+    let mut rig = Rig::new();
+    let spec = explicit(1, &key(1), false);
+    let admin = rig.joined(key(1), &spec, sid(1), peer(1));
+    rig.joined(key(2), &spec, sid(2), peer(2));
+    rig.now = Millis(500);
+    rig.publish(sid(1), &admin.roster(0, &[key(3).address()]));
+    let cohorts = rig.machine.snapshot_json(Millis(2_000));
+    assert_eq!(cohorts.len(), 1);
+    let cohort = &cohorts[0];
+    assert_eq!(cohort["key"], spec.key().to_hex());
+    assert_eq!(cohort["topic"], hex::encode([1; 32]));
+    assert_eq!(cohort["binding"], "FEED_TOPIC");
+    assert_eq!(cohort["admin"], hex::encode(key(1).address()));
+    assert_eq!(cohort["authorship"], "explicit");
+    assert_eq!(cohort["closed"], false);
+    assert_eq!(cohort["created_ms"], 0);
+    assert_eq!(cohort["last_activity_ms"], 500);
+    assert_eq!(cohort["age_ms"], 2_000);
+    assert_eq!(cohort["idle_ms"], 1_500);
+    assert_eq!(cohort["roster"][0], hex::encode(key(3).address()));
+    assert_eq!(cohort["roster_cursor"], 1);
+    assert_eq!(cohort["streams"]["publisher"][0]["id"], sid(1).0);
+    assert_eq!(
+        cohort["streams"]["spectator"][0]["addr"],
+        hex::encode(key(2).address())
+    );
+    assert_eq!(
+        cohort["streams"]["pending"].as_array().map(Vec::len),
+        Some(0)
+    );
+    assert_eq!(cohort["counters"]["accepted_roster"], 1);
+    assert_eq!(rig.machine.snapshot().totals["joins_ok"], 2);
+}
+
+#[test]
+fn reconfigure_applies_new_bounds_to_later_decisions() {
+    let mut rig = Rig::new();
+    let spec = explicit(1, &key(1), false);
+    rig.joined(key(2), &spec, sid(1), peer(1));
+    let smaller = ProtocolConfig {
+        streams_per_cohort_max: 1,
+        ..ProtocolConfig::default()
+    };
+    rig.ledger.reconfigure(&smaller);
+    rig.machine.reconfigure(smaller.clone());
+    assert_eq!(rig.machine.config(), &smaller);
+    let actions = rig.join_raw(peer(2), sid(2), join_body(&spec, &key(3).address()));
+    assert_eq!(
+        actions,
+        vec![
+            ack(sid(2), Status::Full),
+            close(sid(2), CloseReason::Full(FullCause::CohortStreams))
+        ]
+    );
+}
+
+#[test]
+fn a_lowered_read_window_does_not_trip_streams_holding_the_old_one() {
+    let mut rig = Rig::new();
+    let spec = explicit(1, &key(1), false);
+    rig.joined(key(2), &spec, sid(2), peer(2));
+    let admin = rig.joined(key(1), &spec, sid(1), peer(1));
+    let first = rig.feed(sid(1), &admin.data(0, b"a"));
+    rig.feed(sid(1), &admin.data(1, b"b"));
+    rig.machine.reconfigure(ProtocolConfig {
+        frames_in_flight_per_stream_max: 1,
+        ..ProtocolConfig::default()
+    });
+    rig.feed(sid(1), &admin.data(2, b"c"));
+    assert_eq!(
+        rig.run_verifications(first)
+            .iter()
+            .filter(|action| **action == consumed(sid(1)))
+            .count(),
+        3
+    );
+}
+
+#[test]
+#[should_panic(expected = "exceeded its read window")]
+fn a_frame_beyond_the_read_window_is_a_caller_bug() {
+    let mut rig = Rig::with_config(ProtocolConfig {
+        frames_in_flight_per_stream_max: 1,
+        ..ProtocolConfig::default()
+    });
+    let spec = explicit(1, &key(1), false);
+    let admin = rig.joined(key(1), &spec, sid(1), peer(1));
+    rig.feed(sid(1), &admin.data(0, b"a"));
+    rig.feed(sid(1), &admin.data(1, b"b"));
+}
+
+#[test]
+#[should_panic(expected = "was never issued")]
+fn a_result_for_a_ticket_never_issued_is_a_caller_bug() {
+    let mut rig = Rig::new();
+    rig.machine.on_verified(
+        Millis(0),
+        Ticket(77),
+        Err(bps_verify::VerifyError::Soc(
+            bps_verify::SocError::TooShort { len: 0, min: 105 },
+        )),
+    );
+}
+
+#[test]
+#[should_panic(expected = "joined twice")]
+fn a_stream_id_joining_twice_is_a_caller_bug() {
+    let mut rig = Rig::new();
+    let spec = explicit(1, &key(1), false);
+    rig.joined(key(2), &spec, sid(1), peer(1));
+    rig.join_raw(peer(2), sid(1), join_body(&spec, &key(3).address()));
+}
+
+#[test]
+#[should_panic(expected = "invalid protocol config")]
+fn an_invalid_config_is_refused_at_construction() {
+    let _ = Rig::with_config(ProtocolConfig {
+        cohorts_max: 0,
+        ..ProtocolConfig::default()
+    });
+}
+
+#[test]
+fn reports_about_forgotten_streams_are_ignored() {
+    let mut rig = Rig::new();
+    let spec = explicit(1, &key(1), false);
+    rig.joined(key(2), &spec, sid(1), peer(1));
+    rig.joined(key(3), &spec, sid(2), peer(2));
+    assert_eq!(rig.closed(sid(1), crate::protocol::ClosedBy::Peer), vec![]);
+    assert_eq!(rig.closed(sid(1), crate::protocol::ClosedBy::Io), vec![]);
+    assert_eq!(rig.written(sid(1), 3), vec![]);
+    assert_eq!(
+        rig.feed_body(sid(1), Bytes::from_static(b"late")),
+        vec![consumed(sid(1))]
+    );
+    assert_eq!(rig.machine.stream_count(), 1);
+}

@@ -1,0 +1,12 @@
+//! Tests of the machine through its inputs and actions, one or more per rule (named `rNN_…`
+//! after BPS.md section 5) and the five configurations end to end, all with real signed
+//! chunks and real verification.
+
+mod configs;
+mod driver;
+mod machine_api;
+mod rules_cohorts;
+mod rules_frames;
+mod rules_roles;
+mod rules_roster;
+mod simulation;

@@ -1,0 +1,165 @@
+//! The cheap, stateless part of frame validation, in exactly the order of R13..R17.
+//!
+//! Owns: `check_frame`, which turns a Broadcast body plus the stream's context into a
+//! `Verdict`: drop (with the counter to bump), violation, or a verification job with the
+//! frame it is for.
+//! Never does: signature checks (the verification pool's), or change state. R16 for a
+//! stream that has not claimed, the dedup window of R28 and the stateful re-checks happen in
+//! the machine once the chunk is verified.
+
+use bps_proto::{
+    Address, Authorship, Binding, Hash, Spec, decode_broadcast, feed_id, kind_from_i32,
+    session_chunk_id,
+};
+use bps_verify::{Expect, SOC_MIN_CHUNK_SIZE, SocRef, VerifyRequest};
+use bytes::Bytes;
+
+use super::action::{InvalidSoc, Violation, WrongStream};
+use super::counters::Counter;
+use super::stream::{Checked, FrameKind};
+
+/// What the machine knows about the stream a frame came from.
+#[derive(Debug)]
+pub(crate) struct FrameContext<'a> {
+    pub spec: &'a Spec,
+    pub addr: &'a Address,
+    pub challenge: &'a Hash,
+    /// R13 by role: `Err` when the stream's role may send nothing at all.
+    pub may_send: Result<(), WrongStream>,
+    /// Whether the stream's addr is the admin's.
+    pub is_admin: bool,
+    /// Whether the stream is a publisher already: R16 runs before verification only then.
+    pub claimed: bool,
+    /// The cursor of the stream's addr (R27).
+    pub data_cursor: u64,
+    /// The cohort's roster cursor (R20).
+    pub roster_cursor: u64,
+}
+
+/// The outcome of the cheap checks.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Drop the frame and bump the counter (not a violation).
+    Drop(Counter),
+    /// Reset the stream (R39).
+    Violation(Violation),
+    /// Verify the chunk; apply the frame when the result is back.
+    Verify {
+        frame: Checked,
+        request: VerifyRequest,
+    },
+}
+
+/// R13..R17 before any signature is checked.
+pub(crate) fn check_frame(body: Bytes, context: &FrameContext<'_>) -> Verdict {
+    // R13, by role: a spectator or silent stream may send nothing until a roster names it.
+    if let Err(wrong) = context.may_send {
+        return Verdict::Violation(Violation::WrongStream(wrong));
+    }
+    let Ok(broadcast) = decode_broadcast(body.clone()) else {
+        return Verdict::Violation(Violation::Malformed);
+    };
+    // R14: unknown or unspecified kinds are dropped, never fatal (D12).
+    let Some(kind) = kind_from_i32(broadcast.kind).and_then(FrameKind::from_kind) else {
+        return Verdict::Drop(Counter::UnknownKind);
+    };
+    let authorship = context.spec.authorship();
+    // R13, by kind: service kinds only from the admin's stream; AUTH means nothing without a claim.
+    match kind {
+        FrameKind::Roster | FrameKind::Eos
+            if !context.is_admin || authorship == Authorship::Implicit =>
+        {
+            return Verdict::Violation(Violation::WrongStream(
+                WrongStream::ServiceKindFromNonAdmin,
+            ));
+        }
+        FrameKind::Auth if authorship == Authorship::Implicit => {
+            return Verdict::Violation(Violation::WrongStream(WrongStream::AuthInImplicitCohort));
+        }
+        _ => {}
+    }
+    // R15: the frame must carry the stream's challenge (no salt under implicit authorship).
+    if authorship != Authorship::Implicit
+        && broadcast.challenge.as_ref() != context.challenge.as_slice()
+    {
+        return Verdict::Drop(Counter::WrongChallenge);
+    }
+    // R16 for a publisher stream; a stream that has not claimed gets it after verification.
+    if context.claimed && authorship != Authorship::Implicit {
+        let below = match kind {
+            FrameKind::Data => broadcast.index < context.data_cursor,
+            FrameKind::Roster => broadcast.index < context.roster_cursor,
+            _ => false,
+        };
+        if below {
+            return Verdict::Drop(Counter::Retransmit);
+        }
+    }
+    // R17, the cheap part.
+    let soc = match SocRef::parse(&broadcast.soc) {
+        Ok(soc) => soc,
+        Err(error) => return Verdict::Violation(Violation::InvalidSoc(InvalidSoc::Length(error))),
+    };
+    if let Err(invalid) = check_shape(kind, broadcast.index, &soc, context) {
+        return Verdict::Violation(Violation::InvalidSoc(invalid));
+    }
+    let expect = match authorship {
+        Authorship::Implicit => Expect::Implicit {
+            binding: context.spec.binding,
+            topic: context.spec.topic,
+            index: broadcast.index,
+        },
+        // Service kinds come only from the admin's stream, so the stream's addr is the
+        // expected owner in every case: the admin's for service kinds (R17, R41).
+        Authorship::Explicit | Authorship::All => Expect::At {
+            owner: *context.addr,
+        },
+    };
+    let payload = broadcast.soc.slice(SOC_MIN_CHUNK_SIZE..);
+    let request = VerifyRequest {
+        chunk: broadcast.soc,
+        expect,
+    };
+    Verdict::Verify {
+        frame: Checked {
+            body,
+            payload,
+            kind,
+            index: broadcast.index,
+        },
+        request,
+    }
+}
+
+/// The id derivation and the service-chunk rules of R17 (and R18, R21 on indices).
+fn check_shape(
+    kind: FrameKind,
+    index: u64,
+    soc: &SocRef<'_>,
+    context: &FrameContext<'_>,
+) -> Result<(), InvalidSoc> {
+    let spec = context.spec;
+    if spec.authorship() == Authorship::Implicit {
+        // R11 shapes that need no owner; the rest are checked by the verifier.
+        let expected_id = match spec.binding {
+            Binding::SocId => Some(spec.topic),
+            Binding::FeedTopic => Some(feed_id(spec.topic, index)),
+            Binding::Anchor | Binding::Owner | Binding::Mnemonic => None,
+        };
+        return match expected_id {
+            Some(id) if id != *soc.id => Err(InvalidSoc::IdMismatch),
+            _ => Ok(()),
+        };
+    }
+    if session_chunk_id(kind.kind(), spec.topic, context.challenge, index) != *soc.id {
+        return Err(InvalidSoc::IdMismatch);
+    }
+    match kind {
+        FrameKind::Auth | FrameKind::Eos if soc.span_value() != 0 || !soc.payload.is_empty() => {
+            Err(InvalidSoc::ServiceChunkNotEmpty)
+        }
+        FrameKind::Eos if index != 0 => Err(InvalidSoc::EosIndexNotZero),
+        FrameKind::Data | FrameKind::Roster if index == u64::MAX => Err(InvalidSoc::IndexMax),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,306 @@
+//! The admin HTTP server against a fake backend: every endpoint, paging and sorting of
+//! `/cohortz`, 404/405/400/431/408, draining, and the reloadable health deadline.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bps_broker::admin::{AdminBackend, AdminServer};
+use bps_broker::metrics::{CohortSeries, CoreMetrics, MetricKind, MetricsSnapshot, ProtocolMetric};
+use serde_json::{Value, json};
+
+/// A backend whose answers the test controls.
+struct Fake {
+    pings: Mutex<Vec<bool>>,
+    cohorts: Mutex<Option<Vec<Value>>>,
+    ready: AtomicBool,
+    last_deadline_ms: AtomicU64,
+    core: Arc<CoreMetrics>,
+}
+
+impl Fake {
+    fn new() -> Arc<Fake> {
+        Arc::new(Fake {
+            pings: Mutex::new(vec![true, true]),
+            cohorts: Mutex::new(Some(Vec::new())),
+            ready: AtomicBool::new(true),
+            last_deadline_ms: AtomicU64::new(0),
+            core: CoreMetrics::new_shared(),
+        })
+    }
+}
+
+impl AdminBackend for Fake {
+    fn ping(&self, deadline: Duration) -> Vec<bool> {
+        self.last_deadline_ms.store(
+            u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.pings.lock().expect("lock").clone()
+    }
+
+    fn cohorts(&self, _deadline: Duration) -> Option<Vec<Value>> {
+        self.cohorts.lock().expect("lock").clone()
+    }
+
+    fn metrics(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            driver: "epoll",
+            cores: vec![Arc::clone(&self.core)],
+            protocol: vec![ProtocolMetric {
+                name: "retransmit",
+                help: "Retransmits.",
+                kind: MetricKind::Counter,
+                value: 5,
+            }],
+            cohorts: vec![CohortSeries {
+                key_hex: "0a20".repeat(10),
+                counters: vec![("retransmit", 5)],
+                streams_by_role: vec![("spectator", 2)],
+            }],
+        }
+    }
+
+    fn ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+fn start(fake: &Arc<Fake>) -> AdminServer {
+    let backend: Arc<dyn AdminBackend> = Arc::clone(fake) as Arc<dyn AdminBackend>;
+    AdminServer::start(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        backend,
+        Duration::from_millis(250),
+    )
+    .expect("admin server starts")
+}
+
+/// Sends raw bytes and returns (status, headers, body).
+fn raw(addr: SocketAddr, request: &[u8]) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    // The server may answer (and close) before taking all of an oversize request.
+    let _ = stream.write_all(request);
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let text = String::from_utf8(response).expect("utf-8 response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("a status code");
+    (status, head.to_owned(), body.to_owned())
+}
+
+fn get(addr: SocketAddr, target: &str) -> (u16, String, String) {
+    raw(
+        addr,
+        format!("GET {target} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes(),
+    )
+}
+
+/// A cohort in the shape of the protocol core's `CohortSnapshot` (streams listed by role).
+fn cohort(key: &str, spectators: u64) -> Value {
+    let streams: Vec<Value> = (0..spectators).map(|id| json!({ "id": id })).collect();
+    json!({
+        "key": key,
+        "topic": "00".repeat(32),
+        "binding": "FEED_TOPIC",
+        "admin": "11".repeat(20),
+        "streams": {
+            "pending": [{ "id": 99 }],
+            "publisher": [],
+            "spectator": streams,
+            "silent": [],
+        },
+        "counters": { "retransmit": 1 },
+    })
+}
+
+#[test]
+fn metrics_are_prometheus_text() {
+    let fake = Fake::new();
+    fake.core.frames_in.add(3);
+    let server = start(&fake);
+    let (status, head, body) = get(server.local_addr(), "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("Content-Type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("Content-Length: {}", body.len())),
+        "{head}"
+    );
+    assert!(body.contains("bps_driver_info{driver=\"epoll\"} 1\n"));
+    assert!(body.contains("bps_frames_in_total 3\n"));
+    assert!(body.contains("bps_retransmit_total 5\n"));
+    assert!(body.contains("bps_cohort_retransmit_total{cohort=\"0a200a200a200a20\"} 5\n"));
+    assert!(body.contains("bps_cohort_invalid_roster_total{cohort=\"0a200a200a200a20\"} 0\n"));
+    server.stop();
+}
+
+#[test]
+fn healthz_follows_the_pings_and_the_reloadable_deadline() {
+    let fake = Fake::new();
+    let server = start(&fake);
+    let (status, _, body) = get(server.local_addr(), "/healthz");
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    assert_eq!(fake.last_deadline_ms.load(Ordering::Relaxed), 250);
+
+    *fake.pings.lock().expect("lock") = vec![true, false, true, false];
+    server.set_healthz_deadline(Duration::from_millis(40));
+    let (status, _, body) = get(server.local_addr(), "/healthz");
+    assert_eq!(status, 503);
+    assert!(body.contains("1,3"), "{body}");
+    assert_eq!(fake.last_deadline_ms.load(Ordering::Relaxed), 40);
+}
+
+#[test]
+fn readyz_is_503_when_draining_or_not_ready() {
+    let fake = Fake::new();
+    let server = start(&fake);
+    assert_eq!(get(server.local_addr(), "/readyz").0, 200);
+    fake.ready.store(false, Ordering::Relaxed);
+    assert_eq!(get(server.local_addr(), "/readyz").0, 503);
+    fake.ready.store(true, Ordering::Relaxed);
+    server.set_draining();
+    let (status, _, body) = get(server.local_addr(), "/readyz");
+    assert_eq!((status, body.as_str()), (503, "draining\n"));
+}
+
+#[test]
+fn cohortz_sorts_by_subscribers_and_pages() {
+    let fake = Fake::new();
+    let cohorts: Vec<Value> = (0..120_u64)
+        .map(|index| cohort(&format!("{index:04}"), index % 7))
+        .collect();
+    *fake.cohorts.lock().expect("lock") = Some(cohorts);
+    let server = start(&fake);
+
+    let (status, head, body) = get(server.local_addr(), "/cohortz");
+    assert_eq!(status, 200);
+    assert!(head.contains("Content-Type: application/json"), "{head}");
+    let page: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(page["cohorts_total"], 120);
+    assert_eq!(page["offset"], 0);
+    assert_eq!(page["limit"], 50);
+    let listed = page["cohorts"].as_array().expect("array");
+    assert_eq!(listed.len(), 50);
+    let counts: Vec<u64> = listed
+        .iter()
+        .map(|cohort| cohort["subscribers"].as_u64().expect("count"))
+        .collect();
+    assert!(
+        counts.windows(2).all(|pair| pair[0] >= pair[1]),
+        "{counts:?}"
+    );
+    assert_eq!(counts[0], 6);
+    assert_eq!(listed[0]["key"], "0006");
+    assert_eq!(listed[0]["binding"], "FEED_TOPIC");
+
+    // Pages do not overlap and together list every cohort once.
+    let mut seen = Vec::new();
+    for offset in (0..120).step_by(40) {
+        let (_, _, body) = get(
+            server.local_addr(),
+            &format!("/cohortz?limit=40&offset={offset}&sort=subscribers"),
+        );
+        let page: Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(page["limit"], 40);
+        for cohort in page["cohorts"].as_array().expect("array") {
+            seen.push(cohort["key"].as_str().expect("key").to_owned());
+        }
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 120);
+
+    let (_, _, body) = get(server.local_addr(), "/cohortz?offset=500");
+    let page: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(page["cohorts"].as_array().expect("array").len(), 0);
+    assert_eq!(page["cohorts_total"], 120);
+
+    let (_, _, body) = get(server.local_addr(), "/cohortz?limit=100000");
+    let page: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(page["limit"], 1000);
+}
+
+#[test]
+fn cohortz_rejects_bad_parameters_and_reports_slow_cores() {
+    let fake = Fake::new();
+    let server = start(&fake);
+    for target in [
+        "/cohortz?limit=x",
+        "/cohortz?offset=-2",
+        "/cohortz?sort=name",
+    ] {
+        assert_eq!(get(server.local_addr(), target).0, 400, "{target}");
+    }
+    *fake.cohorts.lock().expect("lock") = None;
+    assert_eq!(get(server.local_addr(), "/cohortz").0, 503);
+}
+
+#[test]
+fn unknown_paths_methods_and_malformed_requests() {
+    let fake = Fake::new();
+    let server = start(&fake);
+    let addr = server.local_addr();
+    assert_eq!(get(addr, "/").0, 404);
+    assert_eq!(get(addr, "/metricsx").0, 404);
+    let (status, head, _) = raw(addr, b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(status, 405);
+    assert!(head.contains("Allow: GET"), "{head}");
+    assert_eq!(raw(addr, b"HEAD /healthz HTTP/1.1\r\n\r\n").0, 405);
+    assert_eq!(raw(addr, b"DELETE /nowhere HTTP/1.1\r\n\r\n").0, 404);
+    assert_eq!(raw(addr, b"GARBAGE\r\n\r\n").0, 400);
+    assert_eq!(raw(addr, b"GET /metrics SPDY/3\r\n\r\n").0, 400);
+}
+
+#[test]
+fn oversize_request_heads_are_refused() {
+    let fake = Fake::new();
+    let server = start(&fake);
+    let mut request = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    while request.len() <= 9 * 1024 {
+        request.extend_from_slice(b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+    }
+    request.extend_from_slice(b"\r\n");
+    assert_eq!(raw(server.local_addr(), &request).0, 431);
+    // The server is still fine afterwards.
+    assert_eq!(get(server.local_addr(), "/healthz").0, 200);
+}
+
+#[test]
+fn a_silent_client_times_out_without_blocking_others() {
+    let fake = Fake::new();
+    let server = start(&fake);
+    let addr = server.local_addr();
+    let mut silent = TcpStream::connect(addr).expect("connect");
+    silent
+        .write_all(b"GET /healthz HTTP/1.1\r\n")
+        .expect("partial head");
+    // Another client is served while the silent one holds a worker.
+    assert_eq!(get(addr, "/healthz").0, 200);
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut response = String::new();
+    let _ = silent.read_to_string(&mut response);
+    assert!(response.starts_with("HTTP/1.1 408 "), "{response}");
+}
+
+#[test]
+fn stopping_releases_the_port() {
+    let fake = Fake::new();
+    let server = start(&fake);
+    let addr = server.local_addr();
+    server.stop();
+    assert!(TcpStream::connect(addr).is_err());
+}
