@@ -36,12 +36,9 @@ use crate::protocol::{Action, ClosedBy, Machine, Millis, PeerId, StreamId, Ticke
 const MESSAGES_PER_TURN: usize = 1024;
 /// Housekeeping period: pre-join deadlines, retries, gauges, even when nothing happens.
 const HOUSEKEEPING_MS: u64 = 250;
-/// Bits of a `StreamId` below the owning core's index.
-pub const STREAM_CORE_SHIFT: u32 = 56;
-
 /// The owning core of a stream.
-pub fn core_of(stream: StreamId) -> usize {
-    (stream.0 >> STREAM_CORE_SHIFT) as usize
+fn core_of(stream: StreamId) -> usize {
+    usize::from(stream.core())
 }
 
 /// One core's state. Lives on its runtime thread only.
@@ -106,6 +103,10 @@ impl Shard {
         &self.shared.metrics[self.core]
     }
 
+    fn core_byte(&self) -> u8 {
+        u8::try_from(self.core).expect("config validation caps server.cores at 256")
+    }
+
     fn now(&self) -> Millis {
         self.shared.now()
     }
@@ -153,7 +154,7 @@ impl Shard {
         metrics.connections_open.add(1);
         // Nagle would hold back small Acks; the writer already batches.
         let _ = stream.set_nodelay(true);
-        let id = StreamId(((self.core as u64) << STREAM_CORE_SHIFT) | self.next_stream.get());
+        let id = StreamId::new(self.core_byte(), self.next_stream.get());
         self.next_stream.set(self.next_stream.get() + 1);
         let conn = Rc::new(Conn::new(
             id,
@@ -338,9 +339,12 @@ impl Shard {
             metrics
                 .inbox_depth
                 .set(self.shared.inboxes[self.core].len() as u64);
-            metrics
-                .verify_queue_depth
-                .set(self.shared.pool_stats.depth.load(Ordering::Relaxed) as u64);
+            if self.core == 0 {
+                // The pool is shared: one core reports it, so the merged gauge is not multiplied.
+                metrics
+                    .verify_queue_depth
+                    .set(self.shared.pool_stats.depth.load(Ordering::Relaxed) as u64);
+            }
             if self.draining.get()
                 && self.conns.borrow().is_empty()
                 && self.local.borrow().is_empty()
