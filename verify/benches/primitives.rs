@@ -3,16 +3,19 @@
 //! Run: `cargo bench -p bps-verify --bench primitives`. Each operation is timed in many
 //! samples; a sample runs the operation in a small batch (sized so that a sample lasts
 //! well above the timer's resolution) and records the time per operation. Samples are
-//! sorted and the median is reported with p10/p90 to show the spread. Prints a markdown
-//! table.
+//! sorted and the median is reported with p10/p90 to show the spread. Rows marked "per
+//! SOC" or "per signature" time a whole batch and divide by its size. Prints a markdown
+//! table, then the speed-ups of the fast paths over the old ones (medians).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use bps_proto::{keccak256, soc_address};
+use bps_verify::keccak::hash_pairs;
 use bps_verify::{
-    CHUNK_SIZE, Expect, SigningKey, VerifyRequest, bmt_root, recover_eth, sign_soc,
-    validate_soc_at, verify,
+    CHUNK_SIZE, Expect, KnownKey, Lanes, SameKeyBatch, SignedDigest, SigningKey, Verifier,
+    VerifyRequest, bmt_root, bmt_root_with, recover_eth, sign_soc, validate_soc_at,
+    validate_soc_at_with, verify, verify_with_key,
 };
 
 /// Wall time spent sampling one operation.
@@ -22,8 +25,12 @@ const SAMPLE_TARGET: Duration = Duration::from_micros(20);
 /// At most this many samples per operation.
 const SAMPLES_MAX: usize = 20_000;
 
+/// Same-owner chunks or signatures per batch in the batched rows (the pool's default
+/// `batch_jobs_max`).
+const BATCH: usize = 64;
+
 struct Row {
-    name: &'static str,
+    name: String,
     samples: usize,
     batch: u32,
     p10: f64,
@@ -31,7 +38,12 @@ struct Row {
     p90: f64,
 }
 
-fn measure(name: &'static str, mut op: impl FnMut()) -> Row {
+fn measure(name: impl Into<String>, op: impl FnMut()) -> Row {
+    measure_per(name, 1, op)
+}
+
+/// Like [`measure`] for an operation that handles `units` items; reports time per item.
+fn measure_per(name: impl Into<String>, units: u32, mut op: impl FnMut()) -> Row {
     // Warm up and size the batch.
     let mut batch: u32 = 1;
     loop {
@@ -51,12 +63,12 @@ fn measure(name: &'static str, mut op: impl FnMut()) -> Row {
         for _ in 0..batch {
             op();
         }
-        per_op_ns.push(start.elapsed().as_nanos() as f64 / f64::from(batch));
+        per_op_ns.push(start.elapsed().as_nanos() as f64 / f64::from(batch) / f64::from(units));
     }
     per_op_ns.sort_by(f64::total_cmp);
     let at = |quantile: f64| per_op_ns[((per_op_ns.len() - 1) as f64 * quantile).round() as usize];
     Row {
-        name,
+        name: name.into(),
         samples: per_op_ns.len(),
         batch,
         p10: at(0.10),
@@ -94,17 +106,61 @@ fn main() {
     assert!(validate_soc_at(&chunk_4k, &address).is_ok());
     assert!(validate_soc_at(&chunk_small, &address).is_ok());
 
-    let rows = vec![
+    let known = KnownKey::new(&key.public_key());
+    let signed = SignedDigest::parse(&signature, &digest).expect("own signature parses");
+    let signed_batch: Vec<SignedDigest> = (0..BATCH)
+        .map(|index| {
+            let data = keccak256(&index.to_be_bytes());
+            SignedDigest::parse(&key.sign_eth(&data), &data).expect("own signature parses")
+        })
+        .collect();
+    let mut batch = SameKeyBatch::new();
+    assert!(batch.check(&known, &signed_batch));
+    // A same-owner stream of distinct 4 KiB chunks, and a verifier that has seen the owner.
+    let stream: Vec<VerifyRequest> = (0..BATCH)
+        .map(|index| {
+            let id = keccak256(&index.to_be_bytes());
+            let payload: Vec<u8> = payload_4k.iter().map(|byte| byte ^ index as u8).collect();
+            VerifyRequest {
+                chunk: sign_soc(&key, &id, CHUNK_SIZE as u64, &payload),
+                expect: Expect::At {
+                    owner: key.address(),
+                },
+            }
+        })
+        .collect();
+    let mut verifier = Verifier::new(16);
+    let mut results = Vec::new();
+    verifier.verify_batch(&stream[..1], &mut results);
+    assert!(results.iter().all(Result::is_ok));
+
+    let fastest = Lanes::fastest();
+    let mut rows = vec![
         measure("keccak256, 64 B", || {
             black_box(keccak256(black_box(&bytes_64)));
         }),
         measure("keccak256, 4 KiB", || {
             black_box(keccak256(black_box(&payload_4k)));
         }),
-        measure("BMT root, 4 KiB payload", || {
-            black_box(bmt_root(black_box(&payload_4k)));
-        }),
-        measure("BMT root, 32 B payload", || {
+    ];
+    for lanes in Lanes::available() {
+        let mut digests = [0u8; 8 * 32];
+        rows.push(measure_per(
+            format!("keccak256 of 8 × 64 B, {lanes}, per message"),
+            8,
+            || {
+                hash_pairs(lanes, black_box(&payload_4k[..8 * 64]), &mut digests);
+                black_box(&digests);
+            },
+        ));
+    }
+    for lanes in Lanes::available() {
+        rows.push(measure(format!("BMT root, 4 KiB payload, {lanes}"), || {
+            black_box(bmt_root_with(lanes, black_box(&payload_4k)));
+        }));
+    }
+    rows.extend([
+        measure(format!("BMT root, 32 B payload ({fastest})"), || {
             black_box(bmt_root(black_box(&payload_4k[..32])));
         }),
         measure("sign_eth (EIP-191, RFC 6979)", || {
@@ -113,10 +169,27 @@ fn main() {
         measure("recover_eth (owner from signature)", || {
             let _ = black_box(recover_eth(black_box(&signature), black_box(&digest)));
         }),
-        measure("SOC validate_soc_at, 4 KiB payload", || {
+        measure("verify_with_key (cached key, one signature)", || {
+            black_box(verify_with_key(black_box(&known), black_box(&signed)));
+        }),
+        measure_per(
+            format!("SameKeyBatch::check, {BATCH} signatures, per signature"),
+            BATCH as u32,
+            || {
+                black_box(batch.check(black_box(&known), black_box(&signed_batch)));
+            },
+        ),
+        measure("SOC validate_soc_at, 4 KiB, scalar BMT (old path)", || {
+            let _ = black_box(validate_soc_at_with(
+                Lanes::Scalar,
+                black_box(&chunk_4k),
+                black_box(&address),
+            ));
+        }),
+        measure(format!("SOC validate_soc_at, 4 KiB ({fastest})"), || {
             let _ = black_box(validate_soc_at(black_box(&chunk_4k), black_box(&address)));
         }),
-        measure("SOC validate_soc_at, 32 B payload", || {
+        measure(format!("SOC validate_soc_at, 32 B ({fastest})"), || {
             let _ = black_box(validate_soc_at(
                 black_box(&chunk_small),
                 black_box(&address),
@@ -125,7 +198,17 @@ fn main() {
         measure("verify job (Expect::At), 4 KiB payload", || {
             let _ = black_box(verify(black_box(&request)));
         }),
-    ];
+        measure_per(
+            format!("Verifier, {BATCH} same-owner 4 KiB SOCs (warm key), per SOC"),
+            BATCH as u32,
+            || {
+                results.clear();
+                verifier.verify_batch(black_box(&stream), &mut results);
+                black_box(&results);
+            },
+        ),
+    ]);
+    assert!(results.iter().all(Result::is_ok));
 
     println!("| operation | median | p10 | p90 | samples × batch |");
     println!("|---|---:|---:|---:|---:|");
@@ -140,4 +223,25 @@ fn main() {
             row.batch
         );
     }
+    let median = |prefix: &str| {
+        rows.iter()
+            .find(|row| row.name.starts_with(prefix))
+            .map_or(f64::NAN, |row| row.median)
+    };
+    let bmt_scalar = median("BMT root, 4 KiB payload, scalar");
+    println!();
+    for lanes in Lanes::available().filter(|lanes| *lanes != Lanes::Scalar) {
+        println!(
+            "BMT, 4 KiB: scalar / {lanes} = {:.2}×",
+            bmt_scalar / median(&format!("BMT root, 4 KiB payload, {lanes}"))
+        );
+    }
+    println!(
+        "signature: recover_eth / batched check per signature = {:.2}×",
+        median("recover_eth") / median("SameKeyBatch::check")
+    );
+    println!(
+        "SOC, 4 KiB: old path / Verifier per SOC = {:.2}× (target ≥ 3×)",
+        median("SOC validate_soc_at, 4 KiB, scalar") / median("Verifier,")
+    );
 }

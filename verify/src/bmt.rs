@@ -2,7 +2,8 @@
 //! address built on it, bit for bit as bee computes them (`pkg/bmt/reference`,
 //! `pkg/cac`; BPS.md §3).
 //!
-//! Owns: [`bmt_root`], [`cac_address`] and bee's `cac.Valid` as [`validate_cac`].
+//! Owns: [`bmt_root`], [`cac_address`] and bee's `cac.Valid` as [`validate_cac`], and their
+//! `_with` forms that take the keccak implementation ([`Lanes`]) explicitly.
 //!
 //! Never: checks the span against the payload length (bee takes the span as given, and so
 //! do we), allocates, or touches signatures. A payload longer than [`CHUNK_SIZE`] is a
@@ -14,10 +15,20 @@
 //! Subtrees that hold only padding have a fixed hash per height, computed once; a short
 //! payload therefore costs only the hashes on its own path, with the same result as
 //! hashing the zeros.
+//!
+//! The pair hashes of one level are independent, so a level goes through
+//! [`crate::keccak::hash_pairs`] in one call: 8 pairs per keccak-f[1600] with AVX-512, 4
+//! with AVX2, the rest one by one (a full chunk: 64 + 32 + 16 + 8 + 4 + 2 + 1 pairs).
+//! The implementation is chosen once per process ([`Lanes::fastest`]); all of them give
+//! the same bytes (tests compare every available one with the scalar one on every payload
+//! length class).
 
 use std::sync::OnceLock;
 
+pub use crate::keccak::Lanes;
+
 use crate::hexfmt::Hex;
+use crate::keccak::hash_pairs;
 use crate::wire::{Hash, keccak256};
 
 /// Bytes in one BMT leaf segment (one keccak output).
@@ -51,13 +62,23 @@ fn zero_subtrees() -> &'static [Hash; LEVELS + 1] {
 }
 
 /// The BMT root of `payload` (bee `bmt/reference.RefHasher(keccak256, 128)`), without the
-/// span.
+/// span, with the widest keccak this CPU runs ([`Lanes::fastest`]).
 ///
 /// # Panics
 /// If `payload` is longer than [`CHUNK_SIZE`]: that is the caller's length check missing,
 /// never a peer fault (peer bytes go through [`crate::SocRef::parse`] or
 /// [`validate_cac`], which return errors).
 pub fn bmt_root(payload: &[u8]) -> Hash {
+    bmt_root_with(Lanes::fastest(), payload)
+}
+
+/// [`bmt_root`] with a chosen keccak implementation (tests and benchmarks compare them;
+/// every available one gives the same root).
+///
+/// # Panics
+/// If `payload` is longer than [`CHUNK_SIZE`] (see [`bmt_root`]), or if `lanes` is not
+/// available on this CPU ([`Lanes::is_available`]): both caller bugs.
+pub fn bmt_root_with(lanes: Lanes, payload: &[u8]) -> Hash {
     assert!(
         payload.len() <= CHUNK_SIZE,
         "bmt_root: payload of {} bytes exceeds the chunk size {CHUNK_SIZE}",
@@ -68,26 +89,42 @@ pub fn bmt_root(payload: &[u8]) -> Hash {
         return zero[LEVELS];
     }
 
-    // One buffer, hashed in place level by level: node `i` of the next level is written
-    // over bytes `32i..32i+32`, which belong to pairs already consumed.
-    let mut nodes = [0u8; CHUNK_SIZE];
-    nodes[..payload.len()].copy_from_slice(payload);
-    let mut width = BRANCHES;
-    // Nodes at the current level whose subtree holds payload bytes; the rest are padding.
+    // Two buffers, alternately read and written level by level. Only the nodes whose
+    // subtree holds payload bytes ("live") are hashed; a live pair whose right child is
+    // padding gets that child's zero-subtree hash written next to it.
+    let mut padded = [0u8; CHUNK_SIZE];
+    let mut parents_buffer = [0u8; CHUNK_SIZE / 2];
     let mut live = payload.len().div_ceil(SEGMENT_SIZE);
-    for zero_parent in &zero[1..] {
-        let parents = width / 2;
+    let live_parents = live.div_ceil(2);
+    // A payload of whole pairs is read in place; otherwise its last pair needs zeros.
+    let leaves: &[u8] = if payload.len() == 2 * SEGMENT_SIZE * live_parents {
+        payload
+    } else {
+        padded[..payload.len()].copy_from_slice(payload);
+        &padded[..2 * SEGMENT_SIZE * live_parents]
+    };
+    hash_pairs(
+        lanes,
+        leaves,
+        &mut parents_buffer[..SEGMENT_SIZE * live_parents],
+    );
+    live = live_parents;
+    let mut nodes: &mut [u8] = &mut parents_buffer;
+    let mut parents: &mut [u8] = &mut padded;
+    let mut width = BRANCHES / 2;
+    for zero_child in &zero[1..LEVELS] {
+        if live % 2 == 1 && live < width {
+            nodes[SEGMENT_SIZE * live..SEGMENT_SIZE * (live + 1)].copy_from_slice(zero_child);
+        }
         let live_parents = live.div_ceil(2);
-        for parent in 0..live_parents {
-            let pair = 2 * SEGMENT_SIZE * parent;
-            let digest = keccak256(&nodes[pair..pair + 2 * SEGMENT_SIZE]);
-            nodes[SEGMENT_SIZE * parent..SEGMENT_SIZE * (parent + 1)].copy_from_slice(&digest);
-        }
-        for parent in live_parents..parents {
-            nodes[SEGMENT_SIZE * parent..SEGMENT_SIZE * (parent + 1)].copy_from_slice(zero_parent);
-        }
-        width = parents;
+        hash_pairs(
+            lanes,
+            &nodes[..2 * SEGMENT_SIZE * live_parents],
+            &mut parents[..SEGMENT_SIZE * live_parents],
+        );
+        core::mem::swap(&mut nodes, &mut parents);
         live = live_parents;
+        width /= 2;
     }
     let mut root = [0u8; 32];
     root.copy_from_slice(&nodes[..SEGMENT_SIZE]);
@@ -99,7 +136,15 @@ pub fn bmt_root(payload: &[u8]) -> Hash {
 /// # Panics
 /// If `payload` is longer than [`CHUNK_SIZE`] (see [`bmt_root`]).
 pub fn cac_address(span: [u8; SPAN_SIZE], payload: &[u8]) -> Hash {
-    let root = bmt_root(payload);
+    cac_address_with(Lanes::fastest(), span, payload)
+}
+
+/// [`cac_address`] with a chosen keccak implementation for the BMT.
+///
+/// # Panics
+/// As [`bmt_root_with`].
+pub fn cac_address_with(lanes: Lanes, span: [u8; SPAN_SIZE], payload: &[u8]) -> Hash {
+    let root = bmt_root_with(lanes, payload);
     let mut preimage = [0u8; SPAN_SIZE + SEGMENT_SIZE];
     preimage[..SPAN_SIZE].copy_from_slice(&span);
     preimage[SPAN_SIZE..].copy_from_slice(&root);

@@ -7,9 +7,9 @@
 //! Never: the cheap checks (kind, challenge, id derivation, span 0 for AUTH/EOS), which
 //! the broker core does before a job exists; state (cursors, dedup windows, rosters); or
 //! threads. A job is a pure function of its request, so the verification pool can run any
-//! request on any worker, and a slice of requests is the natural unit of work (a later
-//! batched-ECDSA or multi-lane-keccak path can replace [`verify_batch`]'s loop without
-//! changing its contract).
+//! request on any worker, and a slice of requests is the natural unit of work:
+//! [`verify_batch`] runs it through [`crate::verifier::Verifier`] (multi-lane BMT,
+//! batched ECDSA per owner) with the same results as [`verify`] one by one.
 
 use core::fmt;
 
@@ -17,6 +17,7 @@ use bytes::Bytes;
 
 use crate::shape::{ShapeError, check_implicit};
 use crate::soc::{SocError, SocRef};
+use crate::verifier::Verifier;
 use crate::wire::{Address, Binding, Hash, soc_address};
 
 /// What the chunk must be.
@@ -123,9 +124,11 @@ pub fn verify(request: &VerifyRequest) -> Result<Verified, VerifyError> {
     }
 }
 
-/// Runs `requests` in order, appending one result per request to `results` (which the
-/// caller owns and may reuse across batches).
+/// Runs `requests`, appending one result per request to `results` in request order (the
+/// caller owns the vector and may reuse it across batches). Each result is [`verify`]'s;
+/// the work goes through a fresh [`Verifier`], so same-owner `Expect::At` chunks after
+/// the first valid one are checked together against its key (a verification pool worker
+/// keeps its verifier, and so its key cache, across batches).
 pub fn verify_batch(requests: &[VerifyRequest], results: &mut Vec<Result<Verified, VerifyError>>) {
-    results.reserve(requests.len());
-    results.extend(requests.iter().map(verify));
+    Verifier::new(requests.len().max(1)).verify_batch(requests, results);
 }

@@ -1,14 +1,19 @@
 //! `bps_verify`: Swarm chunks and keys for the BPS broker and its clients.
 //!
-//! Owns: the BMT hash and CAC address ([`bmt`]), SOC parsing and validation exactly as
-//! bee's `soc.Valid` ([`soc`]), EIP-191 signing and owner recovery ([`signer`]), the
-//! implicit-authorship binding shapes and proximity order of BPS.md R11 ([`shape`]), the
-//! client-side signing helper ([`publish`]), the stateless verification job ([`job`]) and
-//! the worker pool that runs jobs in batches ([`pool`]).
+//! Owns: the BMT hash and CAC address ([`bmt`]) on a multi-lane keccak ([`keccak`]), SOC
+//! parsing and validation exactly as bee's `soc.Valid` ([`soc`]), EIP-191 signing and
+//! owner recovery ([`signer`]), signature checks against a known key, singly and batched
+//! ([`batch`]), the owner-key cache ([`keycache`]), the implicit-authorship binding shapes
+//! and proximity order of BPS.md R11 ([`shape`]), the client-side signing helper
+//! ([`publish`]), the stateless verification job ([`job`]), one worker's fast path
+//! ([`verifier`]), the worker pool that runs jobs in batches ([`pool`]) and the
+//! throughput measurement the bench tool reports ([`measure`]).
 //!
-//! Never: a socket, a runtime (monoio), a clock, or state that outlives one call. Every
-//! function here is a pure function of its arguments, so any thread may run it and a batch
-//! of jobs is just a slice.
+//! Never: a socket, a runtime (monoio), or state shared between threads. Every function
+//! outside [`verifier`], [`keycache`], [`pool`] and [`measure`] is a pure function of its
+//! arguments, so any thread may run it and a batch of jobs is just a slice; a
+//! [`Verifier`] is one worker's state (a key cache), and its results are still exactly
+//! [`verify`]'s. Only [`pool`] (latency) and [`measure`] read the clock.
 //!
 //! Two error worlds (ARCHITECTURE.md §4.5): anything a peer controls (chunk bytes,
 //! signatures, lengths) yields a typed error with context and never panics; a broken
@@ -21,18 +26,27 @@
 mod hexfmt;
 mod wire;
 
+pub mod batch;
 pub mod bmt;
 pub mod job;
+pub mod keccak;
+pub mod keycache;
+pub mod measure;
 pub mod pool;
 pub mod publish;
 pub mod shape;
 pub mod signer;
 pub mod soc;
+pub mod verifier;
 
+pub use batch::{KnownKey, SameKeyBatch, SignedDigest, verify_with_key};
 pub use bmt::{
-    BRANCHES, CHUNK_SIZE, CacError, SEGMENT_SIZE, SPAN_SIZE, bmt_root, cac_address, validate_cac,
+    BRANCHES, CHUNK_SIZE, CacError, SEGMENT_SIZE, SPAN_SIZE, bmt_root, bmt_root_with, cac_address,
+    cac_address_with, validate_cac,
 };
 pub use job::{Expect, Verified, VerifyError, VerifyRequest, verify, verify_batch};
+pub use keccak::Lanes;
+pub use keycache::KeyCache;
 pub use publish::{
     PayloadTooLarge, SignedFrame, sign_broadcast, sign_implicit, sign_soc, try_sign_broadcast,
     try_sign_implicit, try_sign_soc,
@@ -44,6 +58,7 @@ pub use signer::{
 };
 pub use soc::{
     HASH_SIZE, REPLICAS_OWNER, Recovered, SIGNATURE_SIZE, SOC_MAX_CHUNK_SIZE, SOC_MIN_CHUNK_SIZE,
-    SocError, SocRef, recover_soc, validate_soc, validate_soc_at,
+    SocError, SocRef, recover_soc, validate_soc, validate_soc_at, validate_soc_at_with,
 };
+pub use verifier::{Verifier, VerifierStats};
 pub use wire::{Address, Hash};

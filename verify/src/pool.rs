@@ -7,18 +7,37 @@
 //!
 //! A batch is the unit of work: a worker blocks for the first job, then takes whatever
 //! else is queued, up to `batch_jobs_max`, and hands all results of the batch to the
-//! completion callback in one call, so the broker wakes the asking core once per batch
-//! rather than once per chunk.
+//! completion callback in one call (in the order the jobs were taken), so the broker wakes
+//! the asking core once per batch rather than once per chunk.
+//!
+//! Each worker owns a [`Verifier`]: multi-lane BMT, a key cache, and the jobs of one
+//! owner verified together with one batched ECDSA check (see [`crate::verifier`]); each
+//! result is exactly [`crate::verify`]'s.
+//!
+//! When a batch closes: at `batch_jobs_max` jobs, or when the queue is empty and the
+//! oldest job in hand was submitted `batch_wait_us` ago, whichever comes first. The wait is
+//! counted from the oldest job's `submit`, not from when the worker took it, so batching
+//! never holds a job back by more than `batch_wait_us` in total: under load the queue is
+//! full, the oldest job has already waited longer, and batches close at once at whatever
+//! size the queue gives (up to the maximum); when the pool is idle, a lone job waits at
+//! most `batch_wait_us` for company that a same-owner batch can verify more cheaply. Zero
+//! turns the wait off (a batch is then whatever is queued when the worker looks).
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crossbeam::channel::{self, Receiver, Sender, TrySendError};
+use crossbeam::channel::{self, Receiver, Sender, TryRecvError, TrySendError};
 
-use crate::job::{Verified, VerifyError, VerifyRequest, verify};
+use crate::job::{Verified, VerifyError, VerifyRequest};
+use crate::verifier::{Verifier, VerifierStats};
+
+/// Longest `batch_wait_us` a pool accepts: past a millisecond, batching costs more
+/// latency than any batch saves (one SOC check is tens of microseconds).
+pub const BATCH_WAIT_US_MAX: u64 = 1_000;
 
 /// How a pool is sized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,8 +46,30 @@ pub struct PoolConfig {
     pub workers: usize,
     /// Jobs queued and not yet taken by a worker; `submit` refuses beyond it.
     pub queue_jobs_max: usize,
-    /// Jobs one worker takes at once; larger batches amortise wake-ups.
+    /// Jobs one worker takes at once; larger batches amortise wake-ups and the batched
+    /// ECDSA check's fixed cost.
     pub batch_jobs_max: usize,
+    /// How long, counted from the oldest job's submit, a worker whose queue ran empty waits
+    /// for more jobs before closing a batch smaller than `batch_jobs_max` (module docs);
+    /// at most [`BATCH_WAIT_US_MAX`], 0 = never wait.
+    pub batch_wait_us: u64,
+    /// Owner keys each worker caches (least recently used evicted); a cached owner's chunks
+    /// are verified without recovery.
+    pub key_cache_keys_max: usize,
+}
+
+impl Default for PoolConfig {
+    /// One worker, 4096 queued jobs, batches of up to 64 closed after at most 200 µs, 4096
+    /// cached keys per worker.
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            queue_jobs_max: 4096,
+            batch_jobs_max: 64,
+            batch_wait_us: 200,
+            key_cache_keys_max: 4096,
+        }
+    }
 }
 
 /// One finished job: the caller's tag, the outcome and how long the job waited plus ran.
@@ -38,7 +79,8 @@ pub struct Done<T> {
     pub tag: T,
     /// The validation outcome.
     pub result: Result<Verified, VerifyError>,
-    /// Microseconds from `submit` to the end of this job's verification.
+    /// Microseconds from `submit` to the end of this job's verification (the end of its
+    /// batch: a batch's results are handed over together).
     pub latency_us: u64,
 }
 
@@ -62,6 +104,12 @@ struct Job<T> {
     queued_at: Instant,
 }
 
+impl<T> Borrow<VerifyRequest> for Job<T> {
+    fn borrow(&self) -> &VerifyRequest {
+        &self.request
+    }
+}
+
 /// Counters a pool exposes; read from any thread.
 #[derive(Debug, Default)]
 pub struct PoolStats {
@@ -73,6 +121,14 @@ pub struct PoolStats {
     pub batches: AtomicU64,
     /// `submit` calls refused at the queue bound.
     pub full: AtomicU64,
+    /// Jobs settled by full recovery (cold owners, implicit authorship, rejected chunks).
+    pub recoveries: AtomicU64,
+    /// Jobs accepted against a cached key, without recovery.
+    pub key_accepts: AtomicU64,
+    /// Batched ECDSA checks run (same-owner groups of two or more).
+    pub batch_checks: AtomicU64,
+    /// Batched ECDSA checks that failed and fell back to one check per chunk.
+    pub batch_failures: AtomicU64,
 }
 
 /// A running pool. Dropping it closes the queue and joins the workers.
@@ -97,8 +153,8 @@ impl<T: Send + 'static> Pool<T> {
     /// (the broker pins workers there).
     ///
     /// # Panics
-    /// If a size in `config` is zero (config validation guarantees it is not) or a thread
-    /// cannot be spawned.
+    /// If a size in `config` is zero or `batch_wait_us` exceeds [`BATCH_WAIT_US_MAX`]
+    /// (config validation guarantees neither happens) or a thread cannot be spawned.
     pub fn start<F, S>(config: PoolConfig, on_start: S, on_batch: F) -> Self
     where
         F: Fn(Vec<Done<T>>) + Send + Sync + 'static,
@@ -107,6 +163,15 @@ impl<T: Send + 'static> Pool<T> {
         assert!(config.workers > 0, "pool needs at least one worker");
         assert!(config.queue_jobs_max > 0, "pool queue must hold a job");
         assert!(config.batch_jobs_max > 0, "a batch holds at least one job");
+        assert!(
+            config.key_cache_keys_max > 0,
+            "the key cache holds at least one key"
+        );
+        assert!(
+            config.batch_wait_us <= BATCH_WAIT_US_MAX,
+            "batch_wait_us {} exceeds {BATCH_WAIT_US_MAX}",
+            config.batch_wait_us
+        );
         let (sender, receiver) = channel::bounded::<Job<T>>(config.queue_jobs_max);
         let stats = Arc::new(PoolStats::default());
         let on_batch = Arc::new(on_batch);
@@ -121,7 +186,7 @@ impl<T: Send + 'static> Pool<T> {
                     .name(format!("bps-verify-{index}"))
                     .spawn(move || {
                         on_start(index);
-                        work(&receiver, config.batch_jobs_max, &stats, &*on_batch);
+                        work(&receiver, config, &stats, &*on_batch);
                     })
                     .expect("spawning a verification worker")
             })
@@ -176,40 +241,70 @@ impl<T: Send + 'static> Drop for Pool<T> {
 
 fn work<T>(
     receiver: &Receiver<Job<T>>,
-    batch_jobs_max: usize,
+    config: PoolConfig,
     stats: &PoolStats,
     on_batch: &dyn Fn(Vec<Done<T>>),
 ) {
-    let mut batch: Vec<Job<T>> = Vec::with_capacity(batch_jobs_max);
+    let wait = Duration::from_micros(config.batch_wait_us);
+    let mut verifier = Verifier::new(config.key_cache_keys_max);
+    let mut reported = VerifierStats::default();
+    let mut batch: Vec<Job<T>> = Vec::with_capacity(config.batch_jobs_max);
+    let mut results = Vec::with_capacity(config.batch_jobs_max);
     while let Ok(first) = receiver.recv() {
+        let deadline = first.queued_at + wait;
         batch.push(first);
-        while batch.len() < batch_jobs_max {
-            match receiver.try_recv() {
-                Ok(job) => batch.push(job),
+        while batch.len() < config.batch_jobs_max {
+            let job = match receiver.try_recv() {
+                Ok(job) => job,
+                // A deadline already past returns at once.
+                Err(TryRecvError::Empty) if !wait.is_zero() => {
+                    match receiver.recv_deadline(deadline) {
+                        Ok(job) => job,
+                        Err(_) => break,
+                    }
+                }
                 Err(_) => break,
-            }
+            };
+            batch.push(job);
         }
         let taken = batch.len();
+        results.clear();
+        verifier.verify_batch(&batch, &mut results);
+        let finished = Instant::now();
         let done: Vec<Done<T>> = batch
             .drain(..)
-            .map(|job| {
-                let result = verify(&job.request);
-                Done {
-                    tag: job.tag,
-                    result,
-                    latency_us: micros(job.queued_at),
-                }
+            .zip(results.drain(..))
+            .map(|(job, result)| Done {
+                tag: job.tag,
+                result,
+                latency_us: micros(job.queued_at, finished),
             })
             .collect();
         stats.depth.fetch_sub(taken, Ordering::Relaxed);
         stats.jobs.fetch_add(taken as u64, Ordering::Relaxed);
         stats.batches.fetch_add(1, Ordering::Relaxed);
+        let now = verifier.stats();
+        for (counter, (total, before)) in [
+            (&stats.recoveries, (now.recoveries, reported.recoveries)),
+            (&stats.key_accepts, (now.key_accepts, reported.key_accepts)),
+            (
+                &stats.batch_checks,
+                (now.batch_checks, reported.batch_checks),
+            ),
+            (
+                &stats.batch_failures,
+                (now.batch_failures, reported.batch_failures),
+            ),
+        ] {
+            counter.fetch_add(total - before, Ordering::Relaxed);
+        }
+        reported = now;
         on_batch(done);
     }
 }
 
-fn micros(since: Instant) -> u64 {
-    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+fn micros(since: Instant, until: Instant) -> u64 {
+    u64::try_from(until.saturating_duration_since(since).as_micros()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -238,6 +333,7 @@ mod tests {
                 workers: 2,
                 queue_jobs_max: 64,
                 batch_jobs_max: 8,
+                ..PoolConfig::default()
             },
             |_| {},
             move |batch: Vec<Done<u32>>| {
@@ -271,6 +367,111 @@ mod tests {
         assert_eq!(stats.depth.load(Ordering::Relaxed), 0);
     }
 
+    /// A held worker finds ten jobs queued: batches of the maximum size close at once,
+    /// the rest closes at its deadline, jobs stay in submit order, and the same-owner jobs
+    /// after the first are accepted by key in batches.
+    #[test]
+    fn batches_close_at_the_maximum_and_keep_job_order() {
+        let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Mutex::new(gate);
+        let (sender, receiver) = mpsc::channel();
+        let sender = Mutex::new(sender);
+        let pool = Pool::start(
+            PoolConfig {
+                workers: 1,
+                queue_jobs_max: 64,
+                batch_jobs_max: 4,
+                batch_wait_us: BATCH_WAIT_US_MAX,
+                key_cache_keys_max: 8,
+            },
+            move |_| {
+                let _ = gate.lock().expect("gate").recv();
+            },
+            move |batch: Vec<Done<u8>>| {
+                let tags: Vec<(u8, bool)> = batch
+                    .iter()
+                    .map(|done| (done.tag, done.result.is_ok()))
+                    .collect();
+                sender
+                    .lock()
+                    .expect("test channel")
+                    .send(tags)
+                    .expect("receiver alive");
+            },
+        );
+        for tag in 0..10u8 {
+            assert!(pool.submit(tag, request(&key, tag, key.address())).is_ok());
+        }
+        release.send(()).expect("worker waiting");
+        let batches: Vec<Vec<(u8, bool)>> =
+            (0..3).map(|_| receiver.recv().expect("batch")).collect();
+        let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [4, 4, 2]);
+        let flat: Vec<(u8, bool)> = batches.into_iter().flatten().collect();
+        let expected: Vec<(u8, bool)> = (0..10).map(|tag| (tag, true)).collect();
+        assert_eq!(flat, expected);
+        let stats = pool.stats();
+        assert_eq!(stats.recoveries.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.key_accepts.load(Ordering::Relaxed), 9);
+        assert_eq!(stats.batch_checks.load(Ordering::Relaxed), 3);
+        assert_eq!(stats.batch_failures.load(Ordering::Relaxed), 0);
+    }
+
+    /// With the queue empty, a lone job waits for company until `batch_wait_us` after its
+    /// submit, then goes alone.
+    #[test]
+    fn a_lone_job_waits_for_its_deadline_then_goes_alone() {
+        let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
+        let (sender, receiver) = mpsc::channel();
+        let sender = Mutex::new(sender);
+        let pool = Pool::start(
+            PoolConfig {
+                workers: 1,
+                queue_jobs_max: 4,
+                batch_jobs_max: 4,
+                batch_wait_us: BATCH_WAIT_US_MAX,
+                key_cache_keys_max: 1,
+            },
+            |_| {},
+            move |batch: Vec<Done<u8>>| {
+                let latencies: Vec<u64> = batch.iter().map(|done| done.latency_us).collect();
+                sender
+                    .lock()
+                    .expect("test channel")
+                    .send(latencies)
+                    .expect("receiver alive");
+            },
+        );
+        assert!(pool.submit(0, request(&key, 0, key.address())).is_ok());
+        let latencies = receiver.recv().expect("batch");
+        assert_eq!(latencies.len(), 1);
+        assert!(latencies[0] >= BATCH_WAIT_US_MAX, "{latencies:?}");
+    }
+
+    #[test]
+    fn default_config_is_valid_and_documented() {
+        let config = PoolConfig::default();
+        assert_eq!(config.workers, 1);
+        assert_eq!(config.batch_wait_us, 200);
+        assert!(config.batch_wait_us <= BATCH_WAIT_US_MAX);
+        assert!(config.batch_jobs_max <= config.queue_jobs_max);
+        drop(Pool::<u8>::start(config, |_| {}, |_| {}));
+    }
+
+    #[test]
+    #[should_panic(expected = "batch_wait_us")]
+    fn an_overlong_wait_is_refused() {
+        let _pool = Pool::<u8>::start(
+            PoolConfig {
+                batch_wait_us: BATCH_WAIT_US_MAX + 1,
+                ..PoolConfig::default()
+            },
+            |_| {},
+            |_| {},
+        );
+    }
+
     #[test]
     fn a_full_queue_hands_the_job_back_and_counts_it() {
         let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
@@ -281,6 +482,7 @@ mod tests {
                 workers: 1,
                 queue_jobs_max: 1,
                 batch_jobs_max: 1,
+                ..PoolConfig::default()
             },
             |_| {},
             move |_batch: Vec<Done<u8>>| {

@@ -34,9 +34,9 @@ use crate::wire::{Address, Hash, keccak256};
 pub const EIP191_PREFIX: &[u8] = b"\x19Ethereum Signed Message:\n32";
 
 /// Lowest `v` bee accepts: 27 + recovery id 0.
-const V_MIN: u8 = 27;
+pub(crate) const V_MIN: u8 = 27;
 /// Highest `v` bee accepts: 27 + 4 ("compressed") + recovery id 3.
-const V_MAX: u8 = 34;
+pub(crate) const V_MAX: u8 = 34;
 
 /// `keccak256(EIP191_PREFIX ‖ data)`: the prehash that is actually signed.
 pub fn eip191_hash(data: &Hash) -> Hash {
@@ -178,7 +178,10 @@ impl SigningKey {
 }
 
 /// `bytes` as a big-endian scalar in [1, N-1], or the error naming `component`.
-fn checked_scalar(component: &'static str, bytes: &[u8]) -> Result<[u8; 32], SignatureError> {
+pub(crate) fn checked_scalar(
+    component: &'static str,
+    bytes: &[u8],
+) -> Result<[u8; 32], SignatureError> {
     let mut value = [0u8; 32];
     value.copy_from_slice(bytes);
     if NonZeroScalar::from_repr(FieldBytes::from(value))

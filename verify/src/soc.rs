@@ -2,8 +2,8 @@
 //! (BPS.md §3; bee `pkg/soc/soc.go`, `pkg/soc/validator.go`).
 //!
 //! Owns: the SOC size constants, [`SocRef::parse`] (zero-copy view of peer bytes),
-//! [`recover_soc`], [`validate_soc`] and [`validate_soc_at`], including bee's
-//! dispersed-replicas owner rule.
+//! [`recover_soc`], [`validate_soc`], [`validate_soc_at`] (and [`validate_soc_at_with`],
+//! the same with a chosen BMT keccak), including bee's dispersed-replicas owner rule.
 //!
 //! Never: panics or allocates on peer bytes, checks the span against the payload length
 //! (bee does not), or decides what an owner may publish (that is [`crate::shape`] and the
@@ -15,9 +15,11 @@
 
 use core::fmt;
 
-use crate::bmt::{CHUNK_SIZE, SPAN_SIZE, cac_address};
+use k256::PublicKey;
+
+use crate::bmt::{CHUNK_SIZE, Lanes, SPAN_SIZE, cac_address, cac_address_with};
 use crate::hexfmt::Hex;
-use crate::signer::{SignatureError, recover_eth};
+use crate::signer::{SignatureError, address_of, recover_public_key_eth};
 use crate::wire::{Address, Hash, keccak256, soc_address};
 
 /// Bytes of a SOC id, a CAC address and a SOC address (bee `swarm.HashSize`).
@@ -154,6 +156,14 @@ impl<'a> SocRef<'a> {
         cac_address(*self.span, self.payload)
     }
 
+    /// [`SocRef::cac_address`] with a chosen keccak implementation for the BMT.
+    ///
+    /// # Panics
+    /// If `lanes` is not available on this CPU (a caller bug, see [`Lanes::is_available`]).
+    pub fn cac_address_with(&self, lanes: Lanes) -> Hash {
+        cac_address_with(lanes, *self.span, self.payload)
+    }
+
     /// What the owner signs (before EIP-191): `keccak256(id ‖ cac_address)`.
     pub fn signing_digest(&self) -> Hash {
         signing_digest(self.id, &self.cac_address())
@@ -161,14 +171,25 @@ impl<'a> SocRef<'a> {
 
     /// [`recover_soc`] on an already parsed view.
     pub fn recover(&self) -> Result<Recovered, SocError> {
-        let cac_address = self.cac_address();
-        let owner = recover_eth(self.signature, &signing_digest(self.id, &cac_address))?;
-        Ok(Recovered {
+        self.recover_keyed(self.cac_address())
+            .map(|(recovered, _)| recovered)
+    }
+
+    /// Recovery given the wrapped chunk's address, also returning the signer's key (the
+    /// verifier caches it).
+    pub(crate) fn recover_keyed(
+        &self,
+        cac_address: Hash,
+    ) -> Result<(Recovered, PublicKey), SocError> {
+        let key = recover_public_key_eth(self.signature, &signing_digest(self.id, &cac_address))?;
+        let owner = address_of(&key);
+        let recovered = Recovered {
             owner,
             id: *self.id,
             address: soc_address(self.id, owner),
             cac_address,
-        })
+        };
+        Ok((recovered, key))
     }
 }
 
@@ -224,6 +245,21 @@ pub fn validate_soc_at(data: &[u8], expected_address: &Hash) -> Result<Recovered
     validate_parsed_at(&SocRef::parse(data)?, expected_address)
 }
 
+/// [`validate_soc_at`] with a chosen keccak implementation for the BMT (the benchmark's
+/// "naive" path forces [`Lanes::Scalar`]); the outcome is the same for every one.
+///
+/// # Panics
+/// If `lanes` is not available on this CPU (a caller bug, see [`Lanes::is_available`]).
+pub fn validate_soc_at_with(
+    lanes: Lanes,
+    data: &[u8],
+    expected_address: &Hash,
+) -> Result<Recovered, SocError> {
+    let soc = SocRef::parse(data)?;
+    validate_keyed_at(&soc, soc.cac_address_with(lanes), expected_address)
+        .map(|(recovered, _)| recovered)
+}
+
 pub(crate) fn validate_parsed(soc: &SocRef<'_>) -> Result<Recovered, SocError> {
     let recovered = soc.recover()?;
     recovered.check_replicas_rule()?;
@@ -234,7 +270,22 @@ pub(crate) fn validate_parsed_at(
     soc: &SocRef<'_>,
     expected_address: &Hash,
 ) -> Result<Recovered, SocError> {
-    let recovered = validate_parsed(soc)?;
+    check_address(validate_parsed(soc)?, expected_address)
+}
+
+/// [`validate_parsed_at`] given the wrapped chunk's address, also returning the signer's
+/// key: the same checks in the same order, so the same outcome.
+pub(crate) fn validate_keyed_at(
+    soc: &SocRef<'_>,
+    cac_address: Hash,
+    expected_address: &Hash,
+) -> Result<(Recovered, PublicKey), SocError> {
+    let (recovered, key) = soc.recover_keyed(cac_address)?;
+    recovered.check_replicas_rule()?;
+    Ok((check_address(recovered, expected_address)?, key))
+}
+
+fn check_address(recovered: Recovered, expected_address: &Hash) -> Result<Recovered, SocError> {
     if recovered.address != *expected_address {
         return Err(SocError::AddressMismatch {
             expected: *expected_address,
