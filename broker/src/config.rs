@@ -205,8 +205,14 @@ pub struct VerifyConfig {
     pub workers: usize,
     /// Job queue bound; when full, publishers stop being read (backpressure), nothing dropped.
     pub queue_jobs_max: usize,
-    /// Jobs a worker takes at once: a batch is the unit of work, amortising wake-ups.
+    /// Jobs a worker takes at once: a batch is the unit of work, amortising wake-ups and
+    /// letting same-owner signatures be checked together.
     pub batch_jobs_max: usize,
+    /// Microseconds a batch may wait for more jobs before closing (0 = never wait): the
+    /// latency a lone publication pays so that bursts verify as one batched check.
+    pub batch_wait_us: u64,
+    /// Owners whose public key each worker keeps (LRU): a warm owner skips key recovery.
+    pub key_cache_keys_max: usize,
 }
 
 impl Default for VerifyConfig {
@@ -215,6 +221,8 @@ impl Default for VerifyConfig {
             workers: 0,
             queue_jobs_max: 4096,
             batch_jobs_max: 64,
+            batch_wait_us: 200,
+            key_cache_keys_max: 4096,
         }
     }
 }
@@ -746,7 +754,7 @@ impl BrokerConfig {
             })
             .collect();
         let server = &self.server;
-        let at_least_one: [(&str, u64); 9] = [
+        let at_least_one: [(&str, u64); 10] = [
             ("server.drain_deadline_ms", server.drain_deadline_ms),
             ("server.join_deadline_ms", server.join_deadline_ms),
             (
@@ -768,6 +776,10 @@ impl BrokerConfig {
             ),
             ("verify.queue_jobs_max", to_u64(self.verify.queue_jobs_max)),
             ("verify.batch_jobs_max", to_u64(self.verify.batch_jobs_max)),
+            (
+                "verify.key_cache_keys_max",
+                to_u64(self.verify.key_cache_keys_max),
+            ),
         ];
         for (key, value) in at_least_one {
             if value < 1 {
@@ -801,6 +813,16 @@ impl BrokerConfig {
                 format!(
                     "expected a port other than server.listen's ({})",
                     server.listen
+                ),
+            ));
+        }
+        if self.verify.batch_wait_us > bps_verify::pool::BATCH_WAIT_US_MAX {
+            errors.push(ConfigError::new(
+                "verify.batch_wait_us",
+                Some(self.verify.batch_wait_us.to_string()),
+                format!(
+                    "expected at most {} (a longer wait adds latency without filling batches)",
+                    bps_verify::pool::BATCH_WAIT_US_MAX
                 ),
             ));
         }
@@ -862,7 +884,14 @@ fn addresses_collide(first: SocketAddr, second: SocketAddr) -> bool {
 pub fn is_reloadable(key: &str) -> bool {
     match split_dotted_key(key) {
         Some(("timeouts", _)) => true,
-        Some(("limits", field)) => field != "frame_bytes_max" && field != "connections_max",
+        // Sizes the I/O layer fixes per connection at accept need a restart.
+        Some(("limits", field)) => !matches!(
+            field,
+            "frame_bytes_max"
+                | "connections_max"
+                | "outbound_queue_frames_max"
+                | "frames_in_flight_per_stream_max"
+        ),
         Some(("log", "level")) => true,
         _ => false,
     }
@@ -924,6 +953,8 @@ pub fn apply_reloadable(old: &BrokerConfig, new: &BrokerConfig) -> BrokerConfig 
     merged.limits = LimitsConfig {
         frame_bytes_max: old.limits.frame_bytes_max,
         connections_max: old.limits.connections_max,
+        outbound_queue_frames_max: old.limits.outbound_queue_frames_max,
+        frames_in_flight_per_stream_max: old.limits.frames_in_flight_per_stream_max,
         ..new.limits.clone()
     };
     merged.log.level = new.log.level.clone();

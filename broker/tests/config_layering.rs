@@ -321,6 +321,7 @@ fn reload_diff_classifies_changes() {
     let mut restart = reloadable.clone();
     restart.limits.frame_bytes_max = 20_000;
     restart.limits.connections_max = 10;
+    restart.limits.outbound_queue_frames_max = 8;
     restart.server.listen = SocketAddr::from(([127, 0, 0, 1], 1));
     restart.verify.workers = 3;
     restart.log.format = LogFormat::Json;
@@ -329,6 +330,7 @@ fn reload_diff_classifies_changes() {
         Err(vec![
             "limits.connections_max".to_owned(),
             "limits.frame_bytes_max".to_owned(),
+            "limits.outbound_queue_frames_max".to_owned(),
             "log.format".to_owned(),
             "server.listen".to_owned(),
             "verify.workers".to_owned(),

@@ -311,7 +311,8 @@ fn start_pool(
             workers,
             queue_jobs_max: config.verify.queue_jobs_max,
             batch_jobs_max: config.verify.batch_jobs_max,
-            ..PoolConfig::default()
+            batch_wait_us: config.verify.batch_wait_us,
+            key_cache_keys_max: config.verify.key_cache_keys_max,
         },
         move |worker| {
             if !pins.is_empty() {
