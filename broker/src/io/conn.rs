@@ -19,7 +19,11 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use monoio::io::{AsyncReadRent, AsyncWriteRent, OwnedReadHalf, OwnedWriteHalf, Splitable};
+use monoio::buf::IoBufMut;
+use monoio::io::{
+    CancelHandle, CancelableAsyncReadRent, CancelableAsyncWriteRent, Canceller, OwnedReadHalf,
+    OwnedWriteHalf, Splitable,
+};
 use monoio::net::TcpStream;
 
 use super::iovec::IoBatch;
@@ -43,7 +47,6 @@ enum State {
 }
 
 /// What the owning core keeps for one connection.
-#[derive(Debug)]
 pub struct Conn {
     pub id: StreamId,
     pub peer: PeerId,
@@ -51,8 +54,15 @@ pub struct Conn {
     /// The core whose state machine owns this stream's cohort, once the Join went there.
     home: Cell<Option<usize>>,
     state: Cell<State>,
-    /// Whether the home core decided the close (then it needs no report).
-    closed_by_home: Cell<bool>,
+    /// Whether the home core already knows this stream ended (it decided the close, or an
+    /// overflow was reported), so the end needs no report.
+    home_knows: Cell<bool>,
+    /// Cancel the reader's and the writer's operation in flight. Cancelling instead of a
+    /// `shutdown` keeps a reset a reset: the socket closes with linger 0 (RST), no FIN first.
+    read_cancel: RefCell<Option<Canceller>>,
+    write_cancel: RefCell<Option<Canceller>>,
+    read_handle: CancelHandle,
+    write_handle: CancelHandle,
     out: RefCell<OutboundQueue>,
     /// Frames queued since start; a notice or a latency sample is keyed by this count.
     queued_total: Cell<u64>,
@@ -66,6 +76,19 @@ pub struct Conn {
     credits: Cell<usize>,
 }
 
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("id", &self.id)
+            .field("peer", &self.peer)
+            .field("home", &self.home.get())
+            .field("state", &self.state.get())
+            .field("queued", &self.out.borrow().len())
+            .field("credits", &self.credits.get())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Conn {
     pub fn new(
         id: StreamId,
@@ -74,13 +97,19 @@ impl Conn {
         queue_frames_max: usize,
         credits: usize,
     ) -> Self {
+        let read_cancel = Canceller::new();
+        let write_cancel = Canceller::new();
         Self {
             id,
             peer,
             fd,
             home: Cell::new(None),
             state: Cell::new(State::Open),
-            closed_by_home: Cell::new(false),
+            home_knows: Cell::new(false),
+            read_handle: read_cancel.handle(),
+            write_handle: write_cancel.handle(),
+            read_cancel: RefCell::new(Some(read_cancel)),
+            write_cancel: RefCell::new(Some(write_cancel)),
             out: RefCell::new(OutboundQueue::new(queue_frames_max)),
             queued_total: Cell::new(0),
             written_total: Cell::new(0),
@@ -136,7 +165,7 @@ impl Conn {
 
     /// Closes as the home core decided: flush first or reset.
     pub fn close_by_home(&self, reason: CloseReason) {
-        self.closed_by_home.set(true);
+        self.home_knows.set(true);
         if reason.graceful() {
             self.flush_and_close();
         } else {
@@ -150,9 +179,14 @@ impl Conn {
             return;
         }
         self.state.set(State::Flushing);
-        shutdown(self.fd, libc::SHUT_RD);
+        cancel(&self.read_cancel);
         self.read_wake.notify();
         self.write_wake.notify();
+    }
+
+    /// The stream's end was already reported to the home core.
+    pub fn mark_reported(&self) {
+        self.home_knows.set(true);
     }
 
     /// Drops what is queued and closes with a TCP reset.
@@ -163,7 +197,8 @@ impl Conn {
         self.state.set(State::Resetting);
         self.out.borrow_mut().clear();
         set_linger_zero(self.fd);
-        shutdown(self.fd, libc::SHUT_RDWR);
+        cancel(&self.read_cancel);
+        cancel(&self.write_cancel);
         self.read_wake.notify();
         self.write_wake.notify();
     }
@@ -171,9 +206,9 @@ impl Conn {
 
 /// Runs one accepted connection to its end, then tells the shard.
 pub async fn run(shard: Rc<Shard>, conn: Rc<Conn>, stream: TcpStream) {
-    let (reader, writer) = stream.into_split();
+    let (mut reader, writer) = stream.into_split();
     let writer_task = monoio::spawn(write_loop(Rc::clone(&shard), Rc::clone(&conn), writer));
-    let cause = read_loop(&shard, &conn, reader).await;
+    let cause = read_loop(&shard, &conn, &mut reader).await;
     if conn.is_open() {
         match cause {
             // The peer finished sending: what is queued for it still goes out.
@@ -181,8 +216,11 @@ pub async fn run(shard: Rc<Shard>, conn: Rc<Conn>, stream: TcpStream) {
             ClosedBy::Io | ClosedBy::QueueOverflow => conn.reset(),
         }
     }
-    writer_task.await;
-    let report = if conn.closed_by_home.get() {
+    let writer = writer_task.await;
+    // A write half dropped alone sends a FIN (monoio shuts it down); the whole socket closes
+    // as its linger setting says, so a reset reaches the peer as a TCP reset.
+    drop(reader.reunite(writer));
+    let report = if conn.home_knows.get() {
         None
     } else {
         Some(cause)
@@ -190,7 +228,7 @@ pub async fn run(shard: Rc<Shard>, conn: Rc<Conn>, stream: TcpStream) {
     shard.connection_ended(&conn, report);
 }
 
-async fn read_loop(shard: &Shard, conn: &Conn, mut reader: OwnedReadHalf<TcpStream>) -> ClosedBy {
+async fn read_loop(shard: &Shard, conn: &Conn, reader: &mut OwnedReadHalf<TcpStream>) -> ClosedBy {
     let frame_bytes_max = shard.settings().frame_bytes_max;
     let mut buffer = BytesMut::with_capacity(READ_BUFFER_IDLE_BYTES);
     let mut capacity = READ_BUFFER_IDLE_BYTES;
@@ -217,9 +255,14 @@ async fn read_loop(shard: &Shard, conn: &Conn, mut reader: OwnedReadHalf<TcpStre
         if buffer.capacity() - buffer.len() < READ_BUFFER_IDLE_BYTES {
             buffer.reserve(capacity);
         }
-        let spare_before = buffer.capacity() - buffer.len();
-        let (result, back) = reader.read(buffer).await;
-        buffer = back;
+        let (filled, total) = (buffer.len(), buffer.capacity());
+        let spare_before = total - filled;
+        // Append after what is buffered: monoio's `read` into a bare `BytesMut` writes from
+        // its start, which would overwrite a partial frame left from the previous read.
+        let (result, back) = reader
+            .cancelable_read(buffer.slice_mut(filled..total), conn.read_handle.clone())
+            .await;
+        buffer = back.into_inner();
         match result {
             Ok(0) => {
                 // A half-close ends the stream, but what the peer sent before it counts.
@@ -278,12 +321,17 @@ async fn hand_over(shard: &Shard, conn: &Conn, body: Bytes) -> bool {
     }
 }
 
-async fn write_loop(shard: Rc<Shard>, conn: Rc<Conn>, mut writer: OwnedWriteHalf<TcpStream>) {
+/// Writes until the stream closes; hands the write half back so the socket closes whole.
+async fn write_loop(
+    shard: Rc<Shard>,
+    conn: Rc<Conn>,
+    mut writer: OwnedWriteHalf<TcpStream>,
+) -> OwnedWriteHalf<TcpStream> {
     let batch_frames_max = shard.settings().write_batch_frames_max;
     let mut batch = IoBatch::with_capacity(batch_frames_max);
     loop {
         if conn.state.get() == State::Resetting {
-            return;
+            return writer;
         }
         conn.out
             .borrow_mut()
@@ -291,7 +339,7 @@ async fn write_loop(shard: Rc<Shard>, conn: Rc<Conn>, mut writer: OwnedWriteHalf
         if batch.frames() == 0 {
             if conn.state.get() == State::Flushing {
                 shutdown(conn.fd, libc::SHUT_WR);
-                return;
+                return writer;
             }
             conn.write_wake.notified().await;
             continue;
@@ -299,13 +347,15 @@ async fn write_loop(shard: Rc<Shard>, conn: Rc<Conn>, mut writer: OwnedWriteHalf
         let frames = batch.frames() as u64;
         let bytes = batch.remaining_bytes() as u64;
         while !batch.is_done() {
-            let (result, back) = writer.writev(batch).await;
+            let (result, back) = writer
+                .cancelable_writev(batch, conn.write_handle.clone())
+                .await;
             batch = back;
             shard.metrics().writes.inc();
             match result {
                 Ok(0) | Err(_) => {
                     conn.reset();
-                    return;
+                    return writer;
                 }
                 Ok(written) => batch.advance(written),
             }
@@ -338,6 +388,13 @@ async fn write_loop(shard: Rc<Shard>, conn: Rc<Conn>, mut writer: OwnedWriteHalf
 
 fn micros(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+fn cancel(slot: &RefCell<Option<Canceller>>) {
+    if let Some(canceller) = slot.borrow_mut().take() {
+        // The handles share the cancelled state; the fresh canceller returned is not needed.
+        drop(canceller.cancel());
+    }
 }
 
 fn shutdown(fd: RawFd, how: libc::c_int) {

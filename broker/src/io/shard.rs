@@ -570,6 +570,7 @@ impl Shard {
         let Some(conn) = conn else { return };
         if !conn.enqueue(frame, notice, read_at) {
             self.metrics().queue_resets.inc();
+            conn.mark_reported();
             if let Some(home) = conn.home() {
                 self.route(
                     home,
