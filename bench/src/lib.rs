@@ -1,5 +1,5 @@
 //! `bps_bench`: the client side of BPS — a client library, the `bps` chunk tool and
-//! terminal client, and (later) the `bps-bench` load generator.
+//! terminal client, and the `bps-bench` load generator ([`load`]).
 //!
 //! Owns: command-line hex and key arguments ([`hexarg`]), the cohort spec as flags
 //! ([`spec`]), one TCP stream with its handshake ([`session`]), the publishing state
@@ -15,6 +15,7 @@ pub mod backoff;
 pub mod client;
 pub mod hexarg;
 pub mod inspect;
+pub mod load;
 pub mod publisher;
 pub mod session;
 pub mod spec;

@@ -206,6 +206,13 @@ impl Session {
         &self.addr
     }
 
+    /// Takes the stream apart after the handshake: the socket (still blocking) and whatever
+    /// the broker sent after the `Ack` that is already buffered. For drivers that multiplex
+    /// many streams themselves (the `bps-bench` load generator).
+    pub fn into_parts(self) -> (TcpStream, BytesMut) {
+        (self.stream, self.buf)
+    }
+
     /// Writes one encoded frame (varint length and body) completely.
     pub fn send(&mut self, frame: &[u8]) -> Result<(), SessionError> {
         self.set_nonblocking(false)?;

@@ -1,0 +1,495 @@
+//! `bps-bench`: the BPS load generator.
+//!
+//! Owns: the command line (clap derive; the flag names and the JSON report's fields are a
+//! contract checked by other tools), turning flags into a [`LoadConfig`], writing the
+//! report (`--json PATH`, `-` for stdout) and the summary, and the exit codes: 0 success,
+//! 1 a failed run, 2 bad input (one `error: ARGUMENT: ...` line; clap's usage errors also
+//! exit 2), 3 a Join refused with FULL or REJECTED, 4 an `--slo`/`--max-loss` objective
+//! missed.
+//!
+//! Never: load logic; that lives in `bps_bench::load`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use bps_bench::load::ceiling::measure_verify;
+use bps_bench::load::config::{LoadConfig, Mode};
+use bps_bench::load::conns::measure_conns;
+use bps_bench::load::plan::Plan;
+use bps_bench::load::report::{Report, SloVerdict};
+use bps_bench::load::run::{RunError, run};
+use bps_bench::load::sink::Sink;
+use bps_bench::load::slo::{Slo, parse_duration_us};
+use bps_bench::load::stamp::STAMP_BYTES;
+use bps_bench::load::{EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_SLO_MISSED, EXIT_USAGE};
+use bps_bench::spec::BindingArg;
+use bps_verify::CHUNK_SIZE;
+use clap::{Args, Parser, Subcommand};
+
+/// The BPS load generator.
+#[derive(Debug, Parser)]
+#[command(
+    name = "bps-bench",
+    version,
+    about = "Load generator for BPS brokers: open-loop pub/sub with end-to-end verification, \
+             side-by-side NATS runs, idle-stream memory and the verification ceiling",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    mode: ModeCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ModeCommand {
+    /// P publishers -> N subscribers per cohort, C cohorts, end to end against a broker.
+    Pubsub(LoadArgs),
+    /// Publishers only (run `sub` with the same --seed and shape elsewhere).
+    Pub(LoadArgs),
+    /// Subscribers only (run `pub` with the same --seed and shape elsewhere).
+    Sub(LoadArgs),
+    /// The pubsub shape against a NATS server (text protocol), for side-by-side runs.
+    Nats(LoadArgs),
+    /// Open --subscribers idle streams and report broker memory per stream.
+    Conns(ConnsArgs),
+    /// The single-core verification ceiling: sign once, verify in a loop.
+    Verify(VerifyArgs),
+    /// A bare relay without verification, to measure the generator's own ceiling.
+    Sink(SinkArgs),
+}
+
+/// Where the report goes and what it must meet.
+#[derive(Debug, Args)]
+struct OutputArgs {
+    /// Write the JSON report here (`-`: stdout).
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Latency objectives, e.g. `p99=2ms` or `p50=300us,p999=5ms` (repeatable); a miss
+    /// exits 4.
+    #[arg(long, value_name = "PERCENTILE=DURATION")]
+    slo: Vec<String>,
+    /// Largest acceptable loss fraction (0: none); more exits 4.
+    #[arg(long, value_name = "FRACTION")]
+    max_loss: Option<f64>,
+    /// No progress lines.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Args)]
+struct LoadArgs {
+    /// The broker (or NATS server).
+    #[arg(long, value_name = "HOST:PORT")]
+    target: String,
+    /// Messages per second per publisher (open loop); 0 = closed loop.
+    #[arg(long, default_value = "1000", value_name = "PER_S")]
+    rate: f64,
+    /// Payload bytes per message (32..=4096; NATS up to 1 MiB).
+    #[arg(long, default_value = "4096", value_name = "BYTES")]
+    size: usize,
+    /// The measured phase (`10`, `10s`, `500ms`).
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    duration: String,
+    /// Traffic before the measured phase; presigning happens before it starts.
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    warmup: String,
+    /// How long deliveries are awaited after the last message.
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    drain: String,
+    /// Cohorts.
+    #[arg(long, default_value = "1", value_name = "C")]
+    cohorts: u32,
+    /// Publishers per cohort (more than 1 needs --binding mnemonic: publishers ALL).
+    #[arg(long, default_value = "1", value_name = "P")]
+    publishers: u32,
+    /// Subscribers per cohort.
+    #[arg(long, default_value = "10", value_name = "N")]
+    subscribers: u32,
+    /// The cohorts' binding.
+    #[arg(long, value_enum, default_value = "feed-topic")]
+    binding: BindingArg,
+    /// Seed of topics, keys and addresses (default: random; `pub` and `sub` must share it).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Fraction of each cohort's subscribers verifying every delivery end to end (at least
+    /// one when above 0); the others compare it byte for byte with the published frame.
+    #[arg(long, default_value = "1", value_name = "FRACTION")]
+    verify_fraction: f64,
+    /// Receiving threads (default: one per CPU in --cpus, or per available CPU).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Pin the sending and receiving threads to these CPUs (e.g. `1` or `2-3,6`).
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Closed loop: messages presigned per publisher (the run ends early if they run out).
+    #[arg(long, default_value = "20000", value_name = "N")]
+    presign: u64,
+    /// Closed loop: messages a publisher may be ahead of its cohort's average subscriber,
+    /// so the offered load is what the server delivers without dropping (0: unbounded).
+    #[arg(long, default_value = "32", value_name = "MESSAGES")]
+    window: u64,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+struct ConnsArgs {
+    /// The broker.
+    #[arg(long, value_name = "HOST:PORT")]
+    target: String,
+    /// Idle streams per cohort.
+    #[arg(long, default_value = "1000", value_name = "N")]
+    subscribers: u32,
+    /// Cohorts the streams are spread over.
+    #[arg(long, default_value = "1", value_name = "C")]
+    cohorts: u32,
+    /// The cohorts' binding.
+    #[arg(long, value_enum, default_value = "feed-topic")]
+    binding: BindingArg,
+    /// Seed of topics and addresses (default: random).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Joining threads.
+    #[arg(long, default_value = "4", value_name = "N")]
+    threads: usize,
+    /// The broker's pid, for its RSS from /proc/PID/status.
+    #[arg(long, value_name = "PID")]
+    broker_pid: Option<u32>,
+    /// Write the JSON report here (`-`: stdout).
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    /// Payload bytes of the verified chunk.
+    #[arg(long, default_value = "4096", value_name = "BYTES")]
+    size: usize,
+    /// How long to verify.
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    duration: String,
+    /// Pin the loop to this CPU.
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// Seed of the signing key.
+    #[arg(long, default_value = "1", value_name = "N")]
+    seed: u64,
+    /// Write the JSON report here (`-`: stdout).
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct SinkArgs {
+    /// Address to listen on; the bound address is printed on stderr.
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Stop after this long (default: run until killed).
+    #[arg(long, value_name = "DURATION")]
+    duration: Option<String>,
+}
+
+/// Bad input: the argument and why.
+#[derive(Debug)]
+struct UsageError {
+    argument: &'static str,
+    reason: String,
+}
+
+fn usage(argument: &'static str, reason: impl Into<String>) -> UsageError {
+    UsageError {
+        argument,
+        reason: reason.into(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.mode {
+        ModeCommand::Pubsub(args) => load(Mode::Pubsub, args),
+        ModeCommand::Pub(args) => load(Mode::Pub, args),
+        ModeCommand::Sub(args) => load(Mode::Sub, args),
+        ModeCommand::Nats(args) => load(Mode::Nats, args),
+        ModeCommand::Conns(args) => conns(args),
+        ModeCommand::Verify(args) => verify(args),
+        ModeCommand::Sink(args) => sink(args),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("error: {}: {}", error.argument, error.reason);
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+/// A duration: a number of seconds, or a number with a unit (`ns`, `us`, `ms`, `s`).
+fn parse_duration(argument: &'static str, text: &str) -> Result<Duration, UsageError> {
+    let micros = match text.parse::<f64>() {
+        Ok(seconds) => seconds * 1e6,
+        Err(_) => parse_duration_us(text).map_err(|reason| usage(argument, reason))?,
+    };
+    if !micros.is_finite() || micros < 0.0 {
+        return Err(usage(argument, format!("{text:?} is not a duration")));
+    }
+    Ok(Duration::from_secs_f64(micros / 1e6))
+}
+
+/// A CPU list: `1`, `0,2`, `2-3,6`.
+fn parse_cpus(text: &str) -> Result<Vec<usize>, UsageError> {
+    let mut cpus = Vec::new();
+    for part in text
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+    {
+        let bad = || {
+            usage(
+                "--cpus",
+                format!("expected a CPU list like 1 or 2-3,6, got {text:?}"),
+            )
+        };
+        match part.split_once('-') {
+            Some((first, last)) => {
+                let first: usize = first.trim().parse().map_err(|_| bad())?;
+                let last: usize = last.trim().parse().map_err(|_| bad())?;
+                if first > last {
+                    return Err(bad());
+                }
+                cpus.extend(first..=last);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if cpus.is_empty() {
+        return Err(usage("--cpus", "an empty list"));
+    }
+    Ok(cpus)
+}
+
+fn random_seed() -> u64 {
+    rand::random()
+}
+
+fn slo_of(output: &OutputArgs) -> Result<Slo, UsageError> {
+    let mut slo = Slo::default();
+    for text in &output.slo {
+        slo.parse_latency(text)
+            .map_err(|error| usage("--slo", error.0))?;
+    }
+    if let Some(max_loss) = output.max_loss {
+        slo.set_max_loss(max_loss)
+            .map_err(|error| usage("--max-loss", error.0))?;
+    }
+    Ok(slo)
+}
+
+fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
+    let slo = slo_of(&args.output)?;
+    let size_max = if mode == Mode::Nats {
+        1 << 20
+    } else {
+        CHUNK_SIZE
+    };
+    if !(STAMP_BYTES..=size_max).contains(&args.size) {
+        return Err(usage(
+            "--size",
+            format!(
+                "expected {STAMP_BYTES} to {size_max} bytes, got {}",
+                args.size
+            ),
+        ));
+    }
+    if !args.rate.is_finite() || args.rate < 0.0 {
+        return Err(usage(
+            "--rate",
+            format!("expected a rate of 0 or more, got {}", args.rate),
+        ));
+    }
+    if !(0.0..=1.0).contains(&args.verify_fraction) {
+        return Err(usage(
+            "--verify-fraction",
+            format!(
+                "expected a fraction from 0 to 1, got {}",
+                args.verify_fraction
+            ),
+        ));
+    }
+    let duration = parse_duration("--duration", &args.duration)?;
+    if duration.is_zero() {
+        return Err(usage("--duration", "must be above 0"));
+    }
+    let cpus = args
+        .cpus
+        .as_deref()
+        .map(parse_cpus)
+        .transpose()?
+        .unwrap_or_default();
+    let available = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = args.threads.unwrap_or(if cpus.is_empty() {
+        available
+    } else {
+        cpus.len()
+    });
+    if threads == 0 {
+        return Err(usage("--threads", "at least 1"));
+    }
+    let config = LoadConfig {
+        mode,
+        target: args.target,
+        rate: args.rate,
+        size: args.size,
+        duration,
+        warmup: parse_duration("--warmup", &args.warmup)?,
+        drain: parse_duration("--drain", &args.drain)?,
+        cohorts: args.cohorts,
+        publishers: args.publishers,
+        subscribers: args.subscribers,
+        binding: args.binding.into(),
+        seed: args.seed.unwrap_or_else(random_seed),
+        verify_fraction: args.verify_fraction,
+        threads,
+        cpus,
+        presign: args.presign.max(1),
+        window: args.window,
+        quiet: args.output.quiet,
+    };
+    match run(&config) {
+        Ok(mut report) => finish(&mut report, &slo, args.output.json.as_ref()),
+        Err(RunError::Refused(message)) => {
+            eprintln!("bps-bench: {message}");
+            Ok(EXIT_REFUSED)
+        }
+        Err(RunError::Failed(message)) => {
+            eprintln!("bps-bench: {message}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+/// Applies the objectives, prints the summary, writes the JSON; returns the exit code.
+fn finish(report: &mut Report, slo: &Slo, json: Option<&PathBuf>) -> Result<u8, UsageError> {
+    let mut code = EXIT_OK;
+    if !slo.is_empty() {
+        let misses = slo.check(&report.latency_us, report.loss);
+        if !misses.is_empty() {
+            code = EXIT_SLO_MISSED;
+        }
+        report.slo = Some(SloVerdict {
+            passed: misses.is_empty(),
+            misses: misses.iter().map(ToString::to_string).collect(),
+        });
+    }
+    let to_stdout = json.is_some_and(|path| path.as_os_str() == "-");
+    if to_stdout {
+        eprint!("{}", report.summary());
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.summary());
+    }
+    if let Some(path) = json.filter(|_| !to_stdout)
+        && let Err(error) = std::fs::write(path, report.to_json() + "\n")
+    {
+        eprintln!("bps-bench: cannot write {}: {error}", path.display());
+        return Ok(EXIT_FAILED);
+    }
+    Ok(code)
+}
+
+fn conns(args: ConnsArgs) -> Result<u8, UsageError> {
+    let seed = args.seed.unwrap_or_else(random_seed);
+    let plan = Plan::new(seed, args.cohorts, 1, args.subscribers, args.binding.into())
+        .map_err(|error| usage("--cohorts", error.0))?;
+    let config = serde_json::json!({
+        "target": args.target,
+        "subscribers": args.subscribers,
+        "cohorts": args.cohorts,
+        "seed": seed,
+        "threads": args.threads,
+        "broker_pid": args.broker_pid,
+    });
+    let figures = measure_conns(&args.target, &plan, args.threads, args.broker_pid);
+    let mut report = Report::new(Mode::Conns.name(), config);
+    report.target = Some(args.target);
+    report.cohorts = u64::from(args.cohorts);
+    report.subscribers = figures.streams_open;
+    let failed = figures.streams_open == 0;
+    let refused = figures.streams_refused > 0 && figures.streams_open < figures.streams_requested;
+    report.merge_figures(serde_json::to_value(&figures).unwrap_or_default());
+    let code = finish(&mut report, &Slo::default(), args.json.as_ref())?;
+    Ok(if failed {
+        EXIT_FAILED
+    } else if refused {
+        EXIT_REFUSED
+    } else {
+        code
+    })
+}
+
+fn verify(args: VerifyArgs) -> Result<u8, UsageError> {
+    if !(STAMP_BYTES..=CHUNK_SIZE).contains(&args.size) {
+        return Err(usage(
+            "--size",
+            format!(
+                "expected {STAMP_BYTES} to {CHUNK_SIZE} bytes, got {}",
+                args.size
+            ),
+        ));
+    }
+    let duration = parse_duration("--duration", &args.duration)?;
+    let config = serde_json::json!({
+        "size": args.size,
+        "duration": duration.as_secs_f64(),
+        "cpu": args.cpu,
+        "seed": args.seed,
+    });
+    let mut report = Report::new(Mode::Verify.name(), config);
+    report.size = args.size as u64;
+    match measure_verify(args.size, duration, args.cpu, args.seed) {
+        Ok(figures) => {
+            report.measured_s = duration.as_secs_f64();
+            report.merge_figures(serde_json::to_value(&figures).unwrap_or_default());
+            finish(&mut report, &Slo::default(), args.json.as_ref())
+        }
+        Err(error) => {
+            eprintln!("bps-bench: {error}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+fn sink(args: SinkArgs) -> Result<u8, UsageError> {
+    let duration = args
+        .duration
+        .as_deref()
+        .map(|text| parse_duration("--duration", text))
+        .transpose()?;
+    let mut sink = match Sink::bind(args.listen) {
+        Ok(sink) => sink,
+        Err(error) => {
+            eprintln!("bps-bench: cannot listen on {}: {error}", args.listen);
+            return Ok(EXIT_FAILED);
+        }
+    };
+    match sink.local_addr() {
+        Ok(address) => eprintln!("bps-bench sink listening listen={address}"),
+        Err(error) => {
+            eprintln!("bps-bench: {error}");
+            return Ok(EXIT_FAILED);
+        }
+    }
+    let started = Instant::now();
+    let stop = || duration.is_some_and(|limit| started.elapsed() >= limit);
+    match sink.serve(&stop) {
+        Ok(()) => {
+            eprintln!("bps-bench sink relayed {} frames", sink.relayed);
+            Ok(EXIT_OK)
+        }
+        Err(error) => {
+            eprintln!("bps-bench: sink: {error}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}

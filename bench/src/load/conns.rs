@@ -1,0 +1,133 @@
+//! `bps-bench conns`: open many idle subscriber streams and report what each costs the
+//! broker in memory.
+//!
+//! Owns: [`measure_conns`]: read the broker's resident set (`VmRSS` in
+//! `/proc/<pid>/status`) before, join `streams` spectator streams (several joining
+//! threads), hold them while the broker settles, read it again, and divide; and
+//! [`ConnsFigures`], merged into the report.
+//!
+//! Never: sends anything after the Joins (the streams are idle by design) or needs the
+//! broker's admin endpoint (a pid is enough on the same host).
+
+use std::net::TcpStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bps_proto::Status;
+use serde::Serialize;
+
+use crate::load::plan::Plan;
+use crate::load::poller::raise_open_files_limit;
+use crate::session::{JoinOutcome, Session, SessionConfig};
+
+/// How long the streams are held before the second reading.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// What `conns` measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnsFigures {
+    /// Streams asked for.
+    pub streams_requested: u64,
+    /// Streams answered OK.
+    pub streams_open: u64,
+    /// Joins answered FULL or REJECTED.
+    pub streams_refused: u64,
+    /// Joins that failed otherwise (connect, timeout).
+    pub streams_failed: u64,
+    /// Joins per second while opening.
+    pub joins_per_s: f64,
+    /// The broker's RSS before, KiB (`null` without `--broker-pid`).
+    pub rss_before_kib: Option<u64>,
+    /// The broker's RSS with every stream open, KiB.
+    pub rss_after_kib: Option<u64>,
+    /// (after − before) / open streams, bytes.
+    pub rss_per_stream_bytes: Option<f64>,
+    /// The open-files limit this process raised itself to.
+    pub open_files_limit: u64,
+}
+
+/// The `VmRSS` of process `pid` in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+}
+
+/// Opens `plan`'s subscribers against `target` on `threads` joining threads (module docs).
+pub fn measure_conns(
+    target: &str,
+    plan: &Plan,
+    threads: usize,
+    broker_pid: Option<u32>,
+) -> ConnsFigures {
+    let open_files_limit = raise_open_files_limit();
+    let rss_before_kib = broker_pid.and_then(rss_kib);
+    let members: Vec<(usize, usize)> = plan
+        .cohorts
+        .iter()
+        .enumerate()
+        .flat_map(|(cohort, plan)| (0..plan.subscribers.len()).map(move |member| (cohort, member)))
+        .collect();
+    let threads = threads.max(1);
+    let started = Instant::now();
+    let results: Vec<(Vec<TcpStream>, u64, u64)> = thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|worker| {
+                let mine: Vec<(usize, usize)> = members
+                    .iter()
+                    .copied()
+                    .skip(worker)
+                    .step_by(threads)
+                    .collect();
+                scope.spawn(move || {
+                    let mut open = Vec::with_capacity(mine.len());
+                    let (mut refused, mut failed) = (0u64, 0u64);
+                    for (cohort, member) in mine {
+                        let cohort = &plan.cohorts[cohort];
+                        let addr = cohort.subscribers[member];
+                        match Session::join(target, &cohort.spec, &addr, SessionConfig::default()) {
+                            Ok(JoinOutcome::Joined(session)) => open.push(session.into_parts().0),
+                            Ok(JoinOutcome::Refused(Status::Full | Status::Rejected)) => {
+                                refused += 1
+                            }
+                            Ok(JoinOutcome::Refused(_)) | Err(_) => failed += 1,
+                        }
+                    }
+                    (open, refused, failed)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let joining = started.elapsed().as_secs_f64();
+    let streams_open: u64 = results.iter().map(|(open, _, _)| open.len() as u64).sum();
+    thread::sleep(SETTLE);
+    let rss_after_kib = broker_pid.and_then(rss_kib);
+    let rss_per_stream_bytes = match (rss_before_kib, rss_after_kib) {
+        (Some(before), Some(after)) if streams_open > 0 => {
+            Some(((after as f64 - before as f64) * 1024.0 / streams_open as f64).round())
+        }
+        _ => None,
+    };
+    ConnsFigures {
+        streams_requested: members.len() as u64,
+        streams_open,
+        streams_refused: results.iter().map(|(_, refused, _)| refused).sum(),
+        streams_failed: results.iter().map(|(_, _, failed)| failed).sum(),
+        joins_per_s: (streams_open as f64 / joining.max(1e-9)).round(),
+        rss_before_kib,
+        rss_after_kib,
+        rss_per_stream_bytes,
+        open_files_limit,
+    }
+}

@@ -1,0 +1,54 @@
+//! The `bps-bench` load generator: honest load (open loop, no coordinated omission, every
+//! delivery checked), reported as percentiles and a versioned JSON document.
+//!
+//! Owns, one file per concept:
+//! - [`config`]: a run's settings and modes;
+//! - [`plan`]: cohorts, keys and addresses derived from the seed;
+//! - [`stamp`]: the publisher/sequence/intended-time stamp inside every payload;
+//! - [`schedule`]: the open-loop schedule `t0 + k / rate` and the clock;
+//! - [`presign`]: signing every message before `t0` on every core;
+//! - [`sender`]: the publisher threads that pace and write;
+//! - [`receiver`]: the epoll receive loop that checks and times deliveries;
+//! - [`poller`]: the epoll and `ppoll` wrappers;
+//! - [`shared`]: what the run's threads share (window, counters, published frames);
+//! - [`latency`]: HdrHistogram recording and percentiles;
+//! - [`slo`]: `--slo` and `--max-loss`;
+//! - [`report`]: the JSON report and summary;
+//! - [`run`]: the timeline of `pubsub`, `pub`, `sub` and `nats`;
+//! - [`nats`]: the NATS handshake for side-by-side runs;
+//! - [`conns`]: idle streams and broker memory per stream;
+//! - [`ceiling`]: the single-core verification ceiling;
+//! - [`sink`]: a bare relay, to measure the generator's own ceiling.
+//!
+//! Never: broker internals. Like any client, the generator speaks to a broker only through
+//! the wire, with this crate's [`crate::session`], [`crate::publisher`] and
+//! [`crate::subscriber`].
+
+pub mod ceiling;
+pub mod config;
+pub mod conns;
+pub mod latency;
+pub mod nats;
+pub mod plan;
+pub mod poller;
+pub mod presign;
+pub mod receiver;
+pub mod report;
+pub mod run;
+pub mod schedule;
+pub mod sender;
+pub mod shared;
+pub mod sink;
+pub mod slo;
+pub mod stamp;
+
+/// Exit code: the run completed and met its objectives (if any).
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the run failed (connection, stream error, a check that cannot proceed).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: bad input (flags); clap's own usage errors also exit 2.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: a Join was refused (FULL or REJECTED), as `bps` does.
+pub const EXIT_REFUSED: u8 = 3;
+/// Exit code: the run completed but missed an `--slo` or `--max-loss` objective.
+pub const EXIT_SLO_MISSED: u8 = 4;

@@ -1,0 +1,561 @@
+//! The subscribing side of the generator: one thread per core, each multiplexing its share
+//! of the subscriber streams over epoll, checking every delivery and timing it.
+//!
+//! Owns: [`Endpoint`] (one nonblocking stream with its read buffer and what its subscriber
+//! has seen), [`Check`] (how a delivery is checked), the receive loop ([`run`]) and its
+//! [`Totals`]. Each delivery is
+//! 1. split off the read buffer in place (BPS: varint frames via `bps_proto::peek_frame`;
+//!    NATS: `MSG` lines), with no copy for the cheap checks;
+//! 2. checked: [`Check::Verify`] runs the client library's [`Subscriber`] (id derivation,
+//!    owner recovery and admission, cursors: end to end, R41); [`Check::Bytes`] compares the
+//!    frame byte for byte with the frame the publisher signed (a broker may not change a
+//!    byte, §1); [`Check::Stamp`] only reads the stamp (NATS, or `sub` mode without the
+//!    publisher's frames);
+//! 3. timed from its intended send time (open loop) or recorded write time (closed loop)
+//!    into the thread's histogram when it falls in the measurement window, and checked for
+//!    order against the highest sequence seen from its publisher on this stream.
+//!
+//! Never: writes to a broker (except NATS `PONG`s), reconnects (a closed stream is counted
+//! as a reset and stays closed: reconnecting would hide loss), or blocks on one stream.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bps_proto::{FRAME_BYTES_MAX_DEFAULT, peek_frame};
+use bytes::{Bytes, BytesMut};
+
+use crate::load::latency::Latency;
+use crate::load::poller::{Interest, Poller, Ready};
+use crate::load::schedule::now_ns;
+use crate::load::shared::Shared;
+use crate::load::stamp::{Stamp, broadcast_payload};
+use crate::subscriber::{Event, Subscriber};
+
+/// Read buffer per stream: several 4 KiB frames per `read` call, and always room for the
+/// largest frame after compaction.
+pub const READ_BUFFER_BYTES: usize = 32 * 1024;
+
+const _: () = assert!(READ_BUFFER_BYTES >= 2 * (FRAME_BYTES_MAX_DEFAULT + 16));
+
+/// Reads per ready stream per wake, so one busy stream cannot starve the others.
+const READS_PER_WAKE: usize = 4;
+
+/// How long one epoll wait may block before the stop flag is looked at again.
+const WAIT_STEP: Duration = Duration::from_millis(20);
+
+/// How a subscriber checks each delivery.
+#[derive(Debug)]
+pub enum Check {
+    /// Full end-to-end verification with the client library (R41).
+    Verify(Box<Subscriber>),
+    /// Byte-for-byte comparison with the published frame.
+    Bytes,
+    /// The stamp only.
+    Stamp,
+}
+
+/// Which protocol a stream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// BPS frames.
+    Bps,
+    /// The NATS text protocol.
+    Nats,
+}
+
+/// Per-publisher order tracking on one stream.
+#[derive(Debug, Clone, Copy, Default)]
+struct Track {
+    highest: Option<u64>,
+    first_measured: Option<u64>,
+    last_measured: Option<u64>,
+}
+
+/// What one subscriber knows, apart from its socket.
+#[derive(Debug)]
+struct SubState {
+    wire: Wire,
+    cohort: u32,
+    first_publisher: u32,
+    check: Check,
+    tracks: Vec<Track>,
+}
+
+/// One subscriber stream.
+#[derive(Debug)]
+pub struct Endpoint {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    open: bool,
+    state: SubState,
+}
+
+impl Endpoint {
+    /// A joined stream of cohort `cohort`, whose publishers are the global numbers
+    /// `first_publisher .. first_publisher + publishers`, with bytes already read after the
+    /// handshake in `leftover`. The socket is switched to nonblocking.
+    pub fn new(
+        stream: TcpStream,
+        leftover: &BytesMut,
+        wire: Wire,
+        cohort: u32,
+        first_publisher: u32,
+        publishers: u32,
+        check: Check,
+    ) -> io::Result<Self> {
+        stream.set_nonblocking(true)?;
+        let mut buf = vec![0u8; READ_BUFFER_BYTES.max(leftover.len())];
+        buf[..leftover.len()].copy_from_slice(leftover);
+        Ok(Self {
+            stream,
+            buf,
+            start: 0,
+            end: leftover.len(),
+            open: true,
+            state: SubState {
+                wire,
+                cohort,
+                first_publisher,
+                check,
+                tracks: vec![Track::default(); publishers as usize],
+            },
+        })
+    }
+
+    /// Whether this subscriber runs the full verification.
+    pub fn verifies(&self) -> bool {
+        matches!(self.state.check, Check::Verify(_))
+    }
+}
+
+/// What one receiving thread counted.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Deliveries received (all, warm-up included).
+    pub deliveries: u64,
+    /// Deliveries of measured messages.
+    pub measured: u64,
+    /// Payload bytes of measured deliveries.
+    pub payload_bytes: u64,
+    /// Wire bytes of measured deliveries (framing included).
+    pub wire_bytes: u64,
+    /// Deliveries at or below a sequence already seen from the same publisher.
+    pub reordered: u64,
+    /// Deliveries that failed their check.
+    pub invalid: u64,
+    /// Streams the broker closed.
+    pub resets: u64,
+    /// Per stream and publisher, the span of measured sequences seen (`sub` mode's loss
+    /// estimate when the publisher's counts are not known).
+    pub measured_span: u64,
+    /// The first failure, for the report.
+    pub first_error: Option<String>,
+    /// Latency of measured deliveries.
+    pub latency: Latency,
+    /// Deliveries per cohort (all), for the closed loop's window.
+    pub cohort_deliveries: Vec<u64>,
+}
+
+impl Totals {
+    /// Adds another thread's totals.
+    pub fn merge(&mut self, other: &Self) {
+        self.deliveries += other.deliveries;
+        self.measured += other.measured;
+        self.payload_bytes += other.payload_bytes;
+        self.wire_bytes += other.wire_bytes;
+        self.reordered += other.reordered;
+        self.invalid += other.invalid;
+        self.resets += other.resets;
+        self.measured_span += other.measured_span;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
+        self.latency.merge(&other.latency);
+    }
+
+    fn fail(&mut self, message: impl FnOnce() -> String) {
+        self.invalid += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(message());
+        }
+    }
+}
+
+/// Counter values already added to the shared atomics.
+#[derive(Debug, Default, Clone)]
+struct Flushed {
+    deliveries: u64,
+    measured: u64,
+    invalid: u64,
+    resets: u64,
+    cohort_deliveries: Vec<u64>,
+}
+
+/// Receives on `endpoints` until `shared.stop` is set; returns what was counted.
+pub fn run(mut endpoints: Vec<Endpoint>, shared: &Arc<Shared>) -> io::Result<Totals> {
+    let mut poller = Poller::new()?;
+    for (token, endpoint) in endpoints.iter().enumerate() {
+        poller.add(endpoint.stream.as_raw_fd(), token as u64, Interest::Read)?;
+    }
+    let mut totals = Totals {
+        cohort_deliveries: vec![0; shared.cohort_subscribers.len()],
+        ..Totals::default()
+    };
+    let mut flushed = Flushed {
+        cohort_deliveries: vec![0; shared.cohort_subscribers.len()],
+        ..Flushed::default()
+    };
+    // Frames that arrived with the Ack are processed before waiting.
+    for endpoint in &mut endpoints {
+        let now = now_ns();
+        endpoint.process(now, shared, &mut totals);
+    }
+    let mut ready: Vec<Ready> = Vec::with_capacity(512);
+    while !shared.stopping() {
+        poller.wait(&mut ready, WAIT_STEP)?;
+        for event in &ready {
+            let Some(endpoint) = usize::try_from(event.token)
+                .ok()
+                .and_then(|token| endpoints.get_mut(token))
+            else {
+                continue;
+            };
+            if event.readable && endpoint.open {
+                endpoint.on_readable(shared, &mut totals);
+                if !endpoint.open {
+                    // Closing deregisters the socket; the stream stays closed (module docs).
+                    poller.remove(endpoint.stream.as_raw_fd())?;
+                }
+            }
+        }
+        flush(shared, &totals, &mut flushed);
+    }
+    for endpoint in &endpoints {
+        if endpoint.open {
+            for track in &endpoint.state.tracks {
+                if let (Some(first), Some(last)) = (track.first_measured, track.last_measured) {
+                    totals.measured_span += last - first + 1;
+                }
+            }
+        }
+    }
+    flush(shared, &totals, &mut flushed);
+    Ok(totals)
+}
+
+fn flush(shared: &Shared, totals: &Totals, flushed: &mut Flushed) {
+    Shared::add(&shared.delivered, totals.deliveries - flushed.deliveries);
+    Shared::add(
+        &shared.delivered_measured,
+        totals.measured - flushed.measured,
+    );
+    Shared::add(&shared.invalid, totals.invalid - flushed.invalid);
+    Shared::add(&shared.resets, totals.resets - flushed.resets);
+    for ((counter, total), done) in shared
+        .cohort_delivered
+        .iter()
+        .zip(&totals.cohort_deliveries)
+        .zip(&mut flushed.cohort_deliveries)
+    {
+        Shared::add(counter, total - *done);
+        *done = *total;
+    }
+    flushed.deliveries = totals.deliveries;
+    flushed.measured = totals.measured;
+    flushed.invalid = totals.invalid;
+    flushed.resets = totals.resets;
+}
+
+impl Endpoint {
+    fn on_readable(&mut self, shared: &Shared, totals: &mut Totals) {
+        for _ in 0..READS_PER_WAKE {
+            if self.end == self.buf.len() {
+                self.compact();
+            }
+            match self.stream.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.close(totals, || {
+                        "the broker closed a subscriber stream".to_owned()
+                    });
+                    return;
+                }
+                Ok(read) => {
+                    self.end += read;
+                    let full = self.end == self.buf.len();
+                    self.process(now_ns(), shared, totals);
+                    if !full {
+                        return;
+                    }
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    self.close(totals, || format!("subscriber stream error: {error}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn close(&mut self, totals: &mut Totals, reason: impl FnOnce() -> String) {
+        self.open = false;
+        totals.resets += 1;
+        if totals.first_error.is_none() {
+            totals.first_error = Some(reason());
+        }
+    }
+
+    /// Moves the unprocessed bytes to the front of the buffer.
+    fn compact(&mut self) {
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+    }
+
+    /// Handles every complete message in the buffer; `now` is when its bytes arrived.
+    fn process(&mut self, now: u64, shared: &Shared, totals: &mut Totals) {
+        let result = match self.state.wire {
+            Wire::Bps => self.process_bps(now, shared, totals),
+            Wire::Nats => self.process_nats(now, shared, totals),
+        };
+        if let Err(reason) = result {
+            self.close(totals, || reason);
+            return;
+        }
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.buf.len() - self.start < FRAME_BYTES_MAX_DEFAULT + 16 {
+            self.compact();
+        }
+    }
+
+    fn process_bps(
+        &mut self,
+        now: u64,
+        shared: &Shared,
+        totals: &mut Totals,
+    ) -> Result<(), String> {
+        while self.start < self.end {
+            let available = &self.buf[self.start..self.end];
+            let header = match peek_frame(available, FRAME_BYTES_MAX_DEFAULT) {
+                Ok(Some(header)) => header,
+                Ok(None) => break,
+                Err(error) => return Err(format!("bad frame from the broker: {error}")),
+            };
+            let total = header.total_bytes();
+            if total > available.len() {
+                break;
+            }
+            let body = &available[header.prefix_bytes..total];
+            self.state.on_bps(body, total as u64, now, shared, totals);
+            self.start += total;
+        }
+        Ok(())
+    }
+
+    fn process_nats(
+        &mut self,
+        now: u64,
+        shared: &Shared,
+        totals: &mut Totals,
+    ) -> Result<(), String> {
+        let mut pong = false;
+        while self.start < self.end {
+            let available = &self.buf[self.start..self.end];
+            let Some(line_end) = available.windows(2).position(|pair| pair == b"\r\n") else {
+                break;
+            };
+            let line = &available[..line_end];
+            if let Some(header) = line.strip_prefix(b"MSG ") {
+                let length = nats_payload_length(header).ok_or_else(|| {
+                    format!("bad NATS MSG line {:?}", String::from_utf8_lossy(line))
+                })?;
+                let total = line_end + 2 + length + 2;
+                if total > available.len() {
+                    break;
+                }
+                let payload = &available[line_end + 2..line_end + 2 + length];
+                self.state
+                    .on_payload(payload, total as u64, now, shared, totals);
+                self.start += total;
+                continue;
+            }
+            if line == b"PING" {
+                pong = true;
+            } else if line.starts_with(b"-ERR") {
+                return Err(format!("NATS error: {}", String::from_utf8_lossy(line)));
+            }
+            self.start += line_end + 2;
+        }
+        if pong {
+            // Six bytes into an empty send buffer; a full one means the stream is dead anyway.
+            self.stream
+                .write_all(b"PONG\r\n")
+                .map_err(|error| format!("NATS PONG: {error}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The payload length, the last field of `MSG <subject> <sid> [reply-to] <#bytes>`.
+fn nats_payload_length(header: &[u8]) -> Option<usize> {
+    let last = header
+        .split(|byte| *byte == b' ')
+        .rfind(|field| !field.is_empty())?;
+    std::str::from_utf8(last).ok()?.parse().ok()
+}
+
+impl SubState {
+    fn on_bps(
+        &mut self,
+        body: &[u8],
+        wire_bytes: u64,
+        now: u64,
+        shared: &Shared,
+        totals: &mut Totals,
+    ) {
+        match &mut self.check {
+            Check::Verify(subscriber) => match subscriber.on_frame(Bytes::copy_from_slice(body)) {
+                Event::Data { payload, index, .. } => {
+                    let stamp = match Stamp::decode(&payload) {
+                        Ok(stamp) => stamp,
+                        Err(error) => return totals.fail(|| error.to_string()),
+                    };
+                    let expected = shared
+                        .publishers
+                        .get(stamp.publisher as usize)
+                        .and_then(|publisher| publisher.base_index)
+                        .map(|base| base.wrapping_add(stamp.sequence));
+                    if expected.is_some_and(|expected| expected != index) {
+                        return totals.fail(|| {
+                            format!(
+                                "DATA index {index} does not carry sequence {}",
+                                stamp.sequence
+                            )
+                        });
+                    }
+                    self.account(stamp, payload.len() as u64, wire_bytes, now, shared, totals);
+                }
+                Event::Dropped { reason } => {
+                    totals.fail(|| format!("verification failed: {reason}"))
+                }
+                other => totals.fail(|| format!("unexpected delivery: {other:?}")),
+            },
+            Check::Bytes => {
+                let payload = match broadcast_payload(body) {
+                    Ok(payload) => payload,
+                    Err(error) => return totals.fail(|| error.to_string()),
+                };
+                let stamp = match Stamp::decode(payload) {
+                    Ok(stamp) => stamp,
+                    Err(error) => return totals.fail(|| error.to_string()),
+                };
+                let published =
+                    shared
+                        .publishers
+                        .get(stamp.publisher as usize)
+                        .and_then(|publisher| {
+                            publisher.frames.get(usize::try_from(stamp.sequence).ok()?)
+                        });
+                match published {
+                    Some(frame)
+                        if frame.len() >= body.len()
+                            && frame[frame.len() - body.len()..] == *body => {}
+                    Some(_) => {
+                        return totals.fail(|| {
+                            format!(
+                                "delivery of publisher {} sequence {} differs from the published frame",
+                                stamp.publisher, stamp.sequence
+                            )
+                        });
+                    }
+                    None => {
+                        return totals.fail(|| {
+                            format!(
+                                "delivery names publisher {} sequence {}, which was never published",
+                                stamp.publisher, stamp.sequence
+                            )
+                        });
+                    }
+                }
+                self.account(stamp, payload.len() as u64, wire_bytes, now, shared, totals);
+            }
+            Check::Stamp => match broadcast_payload(body) {
+                Ok(payload) => self.on_payload(payload, wire_bytes, now, shared, totals),
+                Err(error) => totals.fail(|| error.to_string()),
+            },
+        }
+    }
+
+    fn on_payload(
+        &mut self,
+        payload: &[u8],
+        wire_bytes: u64,
+        now: u64,
+        shared: &Shared,
+        totals: &mut Totals,
+    ) {
+        match Stamp::decode(payload) {
+            Ok(stamp) => self.account(stamp, payload.len() as u64, wire_bytes, now, shared, totals),
+            Err(error) => totals.fail(|| error.to_string()),
+        }
+    }
+
+    fn account(
+        &mut self,
+        stamp: Stamp,
+        payload_bytes: u64,
+        wire_bytes: u64,
+        now: u64,
+        shared: &Shared,
+        totals: &mut Totals,
+    ) {
+        let local = stamp.publisher.checked_sub(self.first_publisher);
+        let track = local.and_then(|local| self.tracks.get_mut(local as usize));
+        let (Some(track), true) = (track, stamp.cohort == self.cohort) else {
+            return totals.fail(|| {
+                format!(
+                    "delivery from publisher {} of cohort {} on a stream of cohort {}",
+                    stamp.publisher, stamp.cohort, self.cohort
+                )
+            });
+        };
+        totals.deliveries += 1;
+        if let Some(count) = totals.cohort_deliveries.get_mut(self.cohort as usize) {
+            *count += 1;
+        }
+        match track.highest {
+            Some(highest) if stamp.sequence <= highest => totals.reordered += 1,
+            _ => track.highest = Some(stamp.sequence),
+        }
+        let sent = shared
+            .publishers
+            .get(stamp.publisher as usize)
+            .and_then(|publisher| publisher.sent_at(stamp.sequence, stamp.intended_ns))
+            .or((stamp.intended_ns != 0).then_some(stamp.intended_ns));
+        if let Some(sent) = sent
+            && shared.measured(sent)
+        {
+            totals.measured += 1;
+            totals.payload_bytes += payload_bytes;
+            totals.wire_bytes += wire_bytes;
+            totals.latency.record_ns(now.saturating_sub(sent));
+            track.first_measured = Some(
+                track
+                    .first_measured
+                    .map_or(stamp.sequence, |first| first.min(stamp.sequence)),
+            );
+            track.last_measured = Some(
+                track
+                    .last_measured
+                    .map_or(stamp.sequence, |last| last.max(stamp.sequence)),
+            );
+        }
+    }
+}
