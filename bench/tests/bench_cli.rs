@@ -194,4 +194,15 @@ fn verify_mode_reports_the_single_core_ceiling() {
     assert_eq!(report["size"], 4096);
     assert!(report["verify_socs_per_s"].as_f64().expect("rate") > 0.0);
     assert!(report["verify_iterations"].as_u64().expect("iterations") > 0);
+    for figure in [
+        "naive_socs_per_s",
+        "pipeline_socs_per_s",
+        "bmt_scalar_us",
+        "bmt_multilane_us",
+    ] {
+        assert!(
+            report[figure].as_f64().expect(figure) > 0.0,
+            "{figure} missing or zero"
+        );
+    }
 }

@@ -110,6 +110,17 @@ pub enum IoUringMode {
     Off,
 }
 
+/// Where publications are verified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifyMode {
+    /// On the worker pool (`verify.workers` threads): verification runs beside the I/O.
+    Pool,
+    /// On each core's own runtime thread, one batch per loop turn: no thread hand-offs,
+    /// for hosts where the broker has a single core (measured in docs/BENCHMARKS.md).
+    Inline,
+}
+
 /// `[limits]`: the protocol's bounds (R26..R33) and the broker-wide connection bound.
 /// Reloadable on SIGHUP except `frame_bytes_max` and `connections_max`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,7 +212,9 @@ impl Default for TimeoutsConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VerifyConfig {
-    /// Worker threads (0 = one per core): a SOC check (~120 µs) bounds publications per second.
+    /// `pool` (worker threads) or `inline` (each core verifies its own jobs between I/O).
+    pub mode: VerifyMode,
+    /// Worker threads of the pool (0 = one per core): a SOC check bounds publications/s.
     pub workers: usize,
     /// Job queue bound; when full, publishers stop being read (backpressure), nothing dropped.
     pub queue_jobs_max: usize,
@@ -218,6 +231,7 @@ pub struct VerifyConfig {
 impl Default for VerifyConfig {
     fn default() -> VerifyConfig {
         VerifyConfig {
+            mode: VerifyMode::Pool,
             workers: 0,
             queue_jobs_max: 4096,
             batch_jobs_max: 64,

@@ -451,6 +451,22 @@ fn verify(args: VerifyArgs) -> Result<u8, UsageError> {
         Ok(figures) => {
             report.measured_s = duration.as_secs_f64();
             report.merge_figures(serde_json::to_value(&figures).unwrap_or_default());
+            // The same core, next: the old per-chunk path against the pool's real path.
+            let pipeline = bps_verify::measure::measure(&bps_verify::measure::MeasureConfig {
+                payload_bytes: args.size,
+                duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+                ..bps_verify::measure::MeasureConfig::default()
+            });
+            report.merge_figures(serde_json::json!({
+                "naive_socs_per_s": pipeline.naive_socs_per_s,
+                "pipeline_socs_per_s": pipeline.pipeline_socs_per_s,
+                "pipeline_speedup": pipeline.pipeline_speedup(),
+                "pipeline_batch_jobs_mean": pipeline.pipeline_batch_jobs_mean,
+                "bmt_scalar_us": pipeline.bmt_scalar_us,
+                "bmt_multilane_us": pipeline.bmt_multilane_us,
+                "bmt_speedup": pipeline.bmt_speedup(),
+                "bmt_lanes": pipeline.lanes.to_string(),
+            }));
             finish(&mut report, &Slo::default(), args.json.as_ref())
         }
         Err(error) => {

@@ -29,7 +29,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::admin::{AdminBackend, MetricsSnapshot};
-use crate::config::{BrokerConfig, IoUringMode};
+use crate::config::{BrokerConfig, IoUringMode, VerifyMode};
 use crate::metrics::{CoreMetrics, protocol_figures};
 use crate::protocol::{CounterRegistry, Machine, Millis, PeerLedger, Ticket};
 use inbox::{Inbox, Msg, ask};
@@ -44,6 +44,10 @@ pub struct Settings {
     pub outbound_queue_frames_max: usize,
     pub frames_in_flight_per_stream_max: usize,
     pub connections_max: usize,
+    /// Jobs verified per loop turn when verifying inline.
+    pub verify_batch_jobs_max: usize,
+    /// Owners whose key an inline verifier keeps.
+    pub key_cache_keys_max: usize,
 }
 
 /// What every core shares.
@@ -53,8 +57,9 @@ pub struct Shared {
     /// Every core's protocol counters, read at scrape time.
     pub registries: Vec<Arc<CounterRegistry>>,
     pub ledger: Arc<PeerLedger>,
-    pub pool: Pool<(usize, Ticket)>,
-    pub pool_stats: Arc<PoolStats>,
+    /// The verification pool; `None` when every core verifies inline.
+    pub pool: Option<Pool<(usize, Ticket)>>,
+    pub pool_stats: Option<Arc<PoolStats>>,
     pub settings: Settings,
     epoch: Instant,
     pub connections: AtomicUsize,
@@ -176,7 +181,10 @@ impl Broker {
         let inboxes: Arc<[Inbox]> = (0..cores)
             .map(|_| Inbox::new(config.server.inbox_messages_max))
             .collect();
-        let pool = start_pool(config, cores, &core_ids, Arc::clone(&inboxes));
+        let pool = match config.verify.mode {
+            VerifyMode::Pool => Some(start_pool(config, cores, &core_ids, Arc::clone(&inboxes))),
+            VerifyMode::Inline => None,
+        };
         let ledger = Arc::new(PeerLedger::new(&protocol));
         let mut machines: Vec<Machine> = (0..cores)
             .map(|_| Machine::new(protocol.clone(), Arc::clone(&ledger), StdRng::from_os_rng()))
@@ -188,7 +196,7 @@ impl Broker {
                 .collect(),
             registries: machines.iter().map(Machine::counters).collect(),
             ledger,
-            pool_stats: pool.stats(),
+            pool_stats: pool.as_ref().map(Pool::stats),
             pool,
             settings: Settings {
                 frame_bytes_max: protocol.frame_bytes_max,
@@ -197,6 +205,8 @@ impl Broker {
                 outbound_queue_frames_max: protocol.outbound_queue_frames_max,
                 frames_in_flight_per_stream_max: protocol.frames_in_flight_per_stream_max,
                 connections_max: config.limits.connections_max,
+                verify_batch_jobs_max: config.verify.batch_jobs_max,
+                key_cache_keys_max: config.verify.key_cache_keys_max,
             },
             epoch: Instant::now(),
             connections: AtomicUsize::new(0),

@@ -22,6 +22,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bps_verify::VerifyRequest;
+use bps_verify::verifier::Verifier;
 use bytes::Bytes;
 use monoio::net::{TcpListener, TcpStream};
 
@@ -41,6 +42,14 @@ fn core_of(stream: StreamId) -> usize {
     usize::from(stream.core())
 }
 
+/// A verification job waiting here: its pool tag (this core, the ticket), the request, and
+/// when it was queued.
+type PendingJob = ((usize, Ticket), VerifyRequest, Instant);
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
 /// One core's state. Lives on its runtime thread only.
 pub struct Shard {
     core: usize,
@@ -54,7 +63,10 @@ pub struct Shard {
     /// Messages another core's inbox had no room for, per destination core.
     overflow: RefCell<Vec<VecDeque<Msg>>>,
     unpaused: RefCell<Vec<std::task::Waker>>,
-    pending_verify: RefCell<VecDeque<((usize, Ticket), VerifyRequest)>>,
+    /// Jobs not yet handed to the pool (or, inline, not yet verified), with when they queued.
+    pending_verify: RefCell<VecDeque<PendingJob>>,
+    /// This core's own verifier when `verify.mode = "inline"`.
+    verifier: Option<RefCell<Verifier>>,
     /// When the frame behind each verification in flight was read (for latency).
     ticket_read_at: RefCell<HashMap<Ticket, Instant>>,
     /// The read time of the frame whose processing is producing actions right now.
@@ -75,6 +87,10 @@ impl Shard {
     pub fn new(core: usize, shared: Arc<Shared>, machine: Machine) -> Self {
         let cores = shared.inboxes.len();
         Self {
+            verifier: shared
+                .pool
+                .is_none()
+                .then(|| RefCell::new(Verifier::new(shared.settings.key_cache_keys_max))),
             core,
             shared,
             machine: RefCell::new(machine),
@@ -333,17 +349,24 @@ impl Shard {
                 self.machine.borrow_mut().on_tick(now);
                 self.execute();
             }
+            self.verify_inline(now);
             self.submit_pending_verify();
             self.retry_overflow();
             let metrics = self.metrics();
             metrics
                 .inbox_depth
                 .set(self.shared.inboxes[self.core].len() as u64);
-            if self.core == 0 {
+            match &self.shared.pool_stats {
                 // The pool is shared: one core reports it, so the merged gauge is not multiplied.
-                metrics
+                Some(stats) if self.core == 0 => {
+                    metrics
+                        .verify_queue_depth
+                        .set(stats.depth.load(Ordering::Relaxed) as u64);
+                }
+                Some(_) => {}
+                None => metrics
                     .verify_queue_depth
-                    .set(self.shared.pool_stats.depth.load(Ordering::Relaxed) as u64);
+                    .set(self.pending_verify.borrow().len() as u64),
             }
             if self.draining.get()
                 && self.conns.borrow().is_empty()
@@ -351,7 +374,7 @@ impl Shard {
             {
                 return;
             }
-            if taken == MESSAGES_PER_TURN || self.paused() {
+            if taken == MESSAGES_PER_TURN || self.paused() || self.inline_work_pending() {
                 yield_turn().await;
             }
         }
@@ -368,7 +391,7 @@ impl Shard {
         let mut sleep = std::pin::pin!(sleep);
         let inbox = &self.shared.inboxes[self.core];
         poll_fn(|cx| {
-            if !self.local.borrow().is_empty() {
+            if !self.local.borrow().is_empty() || self.inline_work_pending() {
                 return Poll::Ready(());
             }
             if self.wake.poll_notified(cx).is_ready() {
@@ -489,9 +512,11 @@ impl Shard {
                     if let Some(at) = self.current_read_at.get() {
                         self.ticket_read_at.borrow_mut().insert(ticket, at);
                     }
-                    self.pending_verify
-                        .borrow_mut()
-                        .push_back(((self.core, ticket), request));
+                    self.pending_verify.borrow_mut().push_back((
+                        (self.core, ticket),
+                        request,
+                        Instant::now(),
+                    ));
                 }
                 Action::Consumed { stream } => {
                     let owner = core_of(stream);
@@ -584,13 +609,49 @@ impl Shard {
     }
 
     fn submit_pending_verify(&self) {
+        let Some(pool) = &self.shared.pool else {
+            return;
+        };
         let mut pending = self.pending_verify.borrow_mut();
-        while let Some((tag, request)) = pending.pop_front() {
-            if let Err(full) = self.shared.pool.submit(tag, request) {
-                pending.push_front((full.tag, full.request));
+        while let Some((tag, request, queued_at)) = pending.pop_front() {
+            if let Err(full) = pool.submit(tag, request) {
+                pending.push_front((full.tag, full.request, queued_at));
                 break;
             }
         }
+    }
+
+    /// Inline mode: verifies one batch of this core's pending jobs and applies the results.
+    /// One batch per loop turn keeps sockets served between batches.
+    fn verify_inline(&self, now: Millis) {
+        let Some(verifier) = &self.verifier else {
+            return;
+        };
+        let batch: Vec<_> = {
+            let mut pending = self.pending_verify.borrow_mut();
+            let take = pending.len().min(self.settings().verify_batch_jobs_max);
+            pending.drain(..take).collect()
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let requests: Vec<&VerifyRequest> = batch.iter().map(|(_, request, _)| request).collect();
+        let mut results = Vec::with_capacity(batch.len());
+        verifier.borrow_mut().verify_batch(&requests, &mut results);
+        for ((tag, _, queued_at), result) in batch.into_iter().zip(results) {
+            self.verified(
+                now,
+                VerifyDone {
+                    tag,
+                    result,
+                    latency_us: micros(queued_at),
+                },
+            );
+        }
+    }
+
+    fn inline_work_pending(&self) -> bool {
+        self.verifier.is_some() && !self.pending_verify.borrow().is_empty()
     }
 
     fn expire_prejoin(&self, now: Millis) {
