@@ -568,46 +568,45 @@ pub fn render_prometheus(
 /// with no cores yet still exports every family.
 fn render_core_counters(out: &mut String, cores: &[Arc<CoreMetrics>]) {
     let template = CoreMetrics::default();
-    for (index, (name, help, _)) in template.counters().iter().enumerate() {
-        let value_of = |core: &CoreMetrics| core.counters()[index].2.get();
-        let total: u64 = cores
-            .iter()
-            .fold(0_u64, |sum, core| sum.wrapping_add(value_of(core)));
-        let merged = format!("bps_{name}_total");
-        family(out, &merged, "counter", help);
-        line(out, &merged, &[], &total.to_string());
-        let per_core = format!("bps_core_{name}_total");
-        family(out, &per_core, "counter", help);
-        for (core_index, core) in cores.iter().enumerate() {
-            line(
-                out,
-                &per_core,
-                &[("core", &core_index.to_string())],
-                &value_of(core).to_string(),
-            );
-        }
-    }
+    let names = template.counters().map(|(name, help, _)| (name, help));
+    render_core_scalars(out, cores, &names, ("counter", "_total"), |core, index| {
+        core.counters()[index].2.get()
+    });
 }
 
 /// Core gauges, summed and per core.
 fn render_core_gauges(out: &mut String, cores: &[Arc<CoreMetrics>]) {
     let template = CoreMetrics::default();
-    for (index, (name, help, _)) in template.gauges().iter().enumerate() {
-        let value_of = |core: &CoreMetrics| core.gauges()[index].2.get();
+    let names = template.gauges().map(|(name, help, _)| (name, help));
+    render_core_scalars(out, cores, &names, ("gauge", ""), |core, index| {
+        core.gauges()[index].2.get()
+    });
+}
+
+/// One merged family `bps_<name><suffix>` and one per-core family `bps_core_<name><suffix>`
+/// for each (name, help), with the value of instrument `index` of a core from `value_of`.
+fn render_core_scalars(
+    out: &mut String,
+    cores: &[Arc<CoreMetrics>],
+    names: &[(&'static str, &'static str)],
+    (kind, suffix): (&str, &str),
+    value_of: impl Fn(&CoreMetrics, usize) -> u64,
+) {
+    for (index, (name, help)) in names.iter().enumerate() {
         let total: u64 = cores
             .iter()
-            .fold(0_u64, |sum, core| sum.wrapping_add(value_of(core)));
-        let merged = format!("bps_{name}");
-        family(out, &merged, "gauge", help);
+            .fold(0_u64, |sum, core| sum.wrapping_add(value_of(core, index)));
+        let merged = format!("bps_{name}{suffix}");
+        family(out, &merged, kind, help);
         line(out, &merged, &[], &total.to_string());
-        let per_core = format!("bps_core_{name}");
-        family(out, &per_core, "gauge", help);
+        let per_core = format!("bps_core_{name}{suffix}");
+        family(out, &per_core, kind, help);
         for (core_index, core) in cores.iter().enumerate() {
             line(
                 out,
                 &per_core,
                 &[("core", &core_index.to_string())],
-                &value_of(core).to_string(),
+                &value_of(core, index).to_string(),
             );
         }
     }
