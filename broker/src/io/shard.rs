@@ -6,8 +6,12 @@
 //! the pool, and the timers. Executes the state machine's actions and nothing more: every
 //! protocol decision is `protocol::Machine`'s.
 //!
-//! The loop takes at most `MESSAGES_PER_TURN` messages, then lets the connection tasks
-//! run (their writers flush everything queued in that turn with one vectored write each).
+//! The loop takes at most `MESSAGES_PER_TURN` messages, and at most half the outbound
+//! queue bound of fan-outs (verification results applied, deliveries from other cores),
+//! then lets the connection tasks run: their writers flush everything queued in that turn
+//! with one vectored write each. The fan-out budget is why a batch of 64 verified
+//! publications cannot overflow the 64-frame queue of a subscriber that keeps up (measured:
+//! without it, a stall followed by one full batch reset 64 of 100 subscribers at once).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -67,6 +71,8 @@ pub struct Shard {
     pending_verify: RefCell<VecDeque<PendingJob>>,
     /// This core's own verifier when `verify.mode = "inline"`.
     verifier: Option<RefCell<Verifier>>,
+    /// Verification results not yet applied (bounded by the jobs in flight).
+    results: RefCell<VecDeque<VerifyDone>>,
     /// When the frame behind each verification in flight was read (for latency).
     ticket_read_at: RefCell<HashMap<Ticket, Instant>>,
     /// The read time of the frame whose processing is producing actions right now.
@@ -102,6 +108,7 @@ impl Shard {
             overflow: RefCell::new((0..cores).map(|_| VecDeque::new()).collect()),
             unpaused: RefCell::new(Vec::new()),
             pending_verify: RefCell::new(VecDeque::new()),
+            results: RefCell::new(VecDeque::new()),
             ticket_read_at: RefCell::new(HashMap::new()),
             current_read_at: Cell::new(None),
             prejoin: RefCell::new(VecDeque::new()),
@@ -331,7 +338,9 @@ impl Shard {
             self.wait_for_work().await;
             let now = self.now();
             let mut taken = 0;
-            while taken < MESSAGES_PER_TURN {
+            let fanout_budget = self.fanout_frames_per_turn();
+            let mut fanouts = self.apply_results(now, fanout_budget);
+            while taken < MESSAGES_PER_TURN && fanouts < fanout_budget {
                 let next = self.local.borrow_mut().pop_front();
                 let msg = match next {
                     Some(msg) => msg,
@@ -340,6 +349,9 @@ impl Shard {
                         None => break,
                     },
                 };
+                if matches!(msg, Msg::Deliver { .. }) {
+                    fanouts += 1;
+                }
                 self.handle(now, msg);
                 taken += 1;
             }
@@ -349,7 +361,9 @@ impl Shard {
                 self.machine.borrow_mut().on_tick(now);
                 self.execute();
             }
-            self.verify_inline(now);
+            if self.results.borrow().is_empty() {
+                self.verify_inline();
+            }
             self.submit_pending_verify();
             self.retry_overflow();
             let metrics = self.metrics();
@@ -374,7 +388,11 @@ impl Shard {
             {
                 return;
             }
-            if taken == MESSAGES_PER_TURN || self.paused() || self.inline_work_pending() {
+            if taken == MESSAGES_PER_TURN
+                || fanouts >= fanout_budget
+                || self.paused()
+                || self.has_own_work()
+            {
                 yield_turn().await;
             }
         }
@@ -391,7 +409,7 @@ impl Shard {
         let mut sleep = std::pin::pin!(sleep);
         let inbox = &self.shared.inboxes[self.core];
         poll_fn(|cx| {
-            if !self.local.borrow().is_empty() || self.inline_work_pending() {
+            if !self.local.borrow().is_empty() || self.has_own_work() {
                 return Poll::Ready(());
             }
             if self.wake.poll_notified(cx).is_ready() {
@@ -425,11 +443,8 @@ impl Shard {
             Msg::Written { stream, notice } => {
                 self.machine.borrow_mut().on_written(now, stream, notice)
             }
-            Msg::Verified(batch) => {
-                for done in batch {
-                    self.verified(now, done);
-                }
-            }
+            // Applied a few per turn (`apply_results`), so one batch cannot overfill queues.
+            Msg::Verified(batch) => self.results.borrow_mut().extend(batch),
             Msg::Send {
                 stream,
                 frame,
@@ -621,9 +636,9 @@ impl Shard {
         }
     }
 
-    /// Inline mode: verifies one batch of this core's pending jobs and applies the results.
-    /// One batch per loop turn keeps sockets served between batches.
-    fn verify_inline(&self, now: Millis) {
+    /// Inline mode: verifies one batch of this core's pending jobs; the results are applied
+    /// like the pool's, a few per turn.
+    fn verify_inline(&self) {
         let Some(verifier) = &self.verifier else {
             return;
         };
@@ -638,20 +653,40 @@ impl Shard {
         let requests: Vec<&VerifyRequest> = batch.iter().map(|(_, request, _)| request).collect();
         let mut results = Vec::with_capacity(batch.len());
         verifier.borrow_mut().verify_batch(&requests, &mut results);
+        let mut done = self.results.borrow_mut();
         for ((tag, _, queued_at), result) in batch.into_iter().zip(results) {
-            self.verified(
-                now,
-                VerifyDone {
-                    tag,
-                    result,
-                    latency_us: micros(queued_at),
-                },
-            );
+            done.push_back(VerifyDone {
+                tag,
+                result,
+                latency_us: micros(queued_at),
+            });
         }
     }
 
-    fn inline_work_pending(&self) -> bool {
-        self.verifier.is_some() && !self.pending_verify.borrow().is_empty()
+    /// Each accepted publication may put one frame on every subscriber's queue, and the
+    /// writers drain the queues only between turns. Half the queue bound per turn keeps a
+    /// subscriber that keeps up from ever being reset by our own batching (R26 is for
+    /// subscribers that do not keep up).
+    fn fanout_frames_per_turn(&self) -> usize {
+        (self.settings().outbound_queue_frames_max / 2).max(1)
+    }
+
+    /// Applies up to `budget` verification results; returns how many.
+    fn apply_results(&self, now: Millis, budget: usize) -> usize {
+        let mut applied = 0;
+        while applied < budget {
+            let next = self.results.borrow_mut().pop_front();
+            let Some(done) = next else { break };
+            self.verified(now, done);
+            applied += 1;
+        }
+        applied
+    }
+
+    /// Work this core gives itself: results to apply, or inline jobs to verify.
+    fn has_own_work(&self) -> bool {
+        !self.results.borrow().is_empty()
+            || (self.verifier.is_some() && !self.pending_verify.borrow().is_empty())
     }
 
     fn expire_prejoin(&self, now: Millis) {
