@@ -482,13 +482,14 @@ where
                 changes,
                 restart_required,
             } => {
+                // Applied first, so "reload applied" in the log means it is in force.
+                service.reload(&new);
                 for change in &changes {
                     tracing::info!(change, "reload applied");
                 }
                 for key in &restart_required {
                     tracing::warn!(key, "changed key needs a restart; keeping the old value");
                 }
-                service.reload(&new);
                 admin.set_healthz_deadline(Duration::from_millis(new.timeouts.healthz_deadline_ms));
                 if new.log.level != config.log.level {
                     log.set_level(&new.log.level);

@@ -307,3 +307,38 @@ fn sigterm_drains_every_stream_cleanly_and_exits_zero() {
     );
     assert!(broker.log().contains("drained"), "{}", broker.log());
 }
+
+#[test]
+fn sighup_reloads_a_broker_wide_bound_from_the_config_file() {
+    let path = std::env::temp_dir().join(format!("bps-reload-{}.toml", std::process::id()));
+    std::fs::write(&path, "[limits]\ncohorts_max = 1\n").expect("write the config");
+    let config = path.to_string_lossy().into_owned();
+    let broker = Broker::start_with(&["--config", &config], &[]);
+    let admin = key(1).address();
+    let _first = broker.join(&explicit(1, &admin, false), &key(10).address());
+    assert_eq!(
+        broker.join_refused(&explicit(2, &admin, false), &key(10).address()),
+        Status::Full,
+        "cohorts_max = 1 holds one cohort"
+    );
+
+    std::fs::write(&path, "[limits]\ncohorts_max = 2\n").expect("rewrite the config");
+    broker.signal(libc::SIGHUP);
+    let deadline = Instant::now() + WAIT;
+    while !broker.log().contains("reload applied") {
+        assert!(
+            Instant::now() < deadline,
+            "no reload logged\n{}",
+            broker.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Reloads reach the cores through their inboxes; a cohort fits once they applied it.
+    let _second = broker.join(&explicit(2, &admin, false), &key(10).address());
+    assert_eq!(
+        broker.join_refused(&explicit(3, &admin, false), &key(10).address()),
+        Status::Full,
+        "cohorts_max = 2 now holds two"
+    );
+    let _ = std::fs::remove_file(&path);
+}

@@ -269,6 +269,8 @@ impl Broker {
 
     /// Applies reloadable settings on every core.
     pub fn reload(&self, config: &BrokerConfig) {
+        // The broker-wide bounds (R31, R32, the blocklist's size) live in the shared ledger.
+        self.shared.ledger.reconfigure(&config.protocol());
         for inbox in self.shared.inboxes.iter() {
             inbox.push_blocking(Msg::Reload(Box::new(config.protocol())));
         }

@@ -49,7 +49,13 @@ impl Broker {
     /// Starts `bps-broker` on 127.0.0.1 with free ports and two cores; `sets` are
     /// `section.key=value` overrides passed as `--set`.
     pub fn start(sets: &[&str]) -> Broker {
+        Broker::start_with(&[], sets)
+    }
+
+    /// As [`Broker::start`], with more command-line arguments first (e.g. `--config FILE`).
+    pub fn start_with(args: &[&str], sets: &[&str]) -> Broker {
         let mut command = Command::new(env!("CARGO_BIN_EXE_bps-broker"));
+        command.args(args);
         command.args([
             "--listen",
             "127.0.0.1:0",
