@@ -123,7 +123,8 @@ pub enum VerifyMode {
 }
 
 /// `[limits]`: the protocol's bounds (R26..R33) and the broker-wide connection bound.
-/// Reloadable on SIGHUP except `frame_bytes_max` and `connections_max`.
+/// Reloadable on SIGHUP except `frame_bytes_max`, `connections_max`,
+/// `outbound_queue_frames_max` and `frames_in_flight_per_stream_max` (sized per connection).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
