@@ -20,3 +20,5 @@ pub mod publisher;
 pub mod session;
 pub mod spec;
 pub mod subscriber;
+#[cfg(test)]
+mod testkit;

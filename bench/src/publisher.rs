@@ -489,29 +489,10 @@ mod tests {
     use bps_verify::{Expect, SocRef, VerifyRequest, check_implicit, validate_soc, verify};
 
     use super::*;
+    use crate::testkit::{TOPIC, explicit, key, spec};
 
-    const TOPIC: Hash = [0x42; 32];
     const CHALLENGE_1: Hash = [0x01; 32];
     const CHALLENGE_2: Hash = [0x02; 32];
-
-    fn key(byte: u8) -> SigningKey {
-        SigningKey::from_bytes(&[byte; 32]).expect("key")
-    }
-
-    fn spec(admin: Option<Address>, binding: Binding, all: bool) -> Spec {
-        Spec {
-            topic: TOPIC,
-            binding,
-            admin,
-            all,
-            history: false,
-            closed: false,
-        }
-    }
-
-    fn explicit(admin: &SigningKey) -> Spec {
-        spec(Some(admin.address()), Binding::FeedTopic, false)
-    }
 
     fn starting_at(data: u64, roster: u64) -> PublisherConfig {
         PublisherConfig {

@@ -450,27 +450,7 @@ mod tests {
 
     use super::*;
     use crate::publisher::{Publisher, PublisherConfig};
-
-    const TOPIC: Hash = [0x42; 32];
-
-    fn key(byte: u8) -> SigningKey {
-        SigningKey::from_bytes(&[byte; 32]).expect("key")
-    }
-
-    fn spec(admin: Option<Address>, binding: Binding, all: bool) -> Spec {
-        Spec {
-            topic: TOPIC,
-            binding,
-            admin,
-            all,
-            history: false,
-            closed: false,
-        }
-    }
-
-    fn explicit(admin: &SigningKey) -> Spec {
-        spec(Some(admin.address()), Binding::FeedTopic, false)
-    }
+    use crate::testkit::{TOPIC, explicit, key, spec};
 
     fn all(admin: &SigningKey) -> Spec {
         spec(Some(admin.address()), Binding::Mnemonic, true)
