@@ -530,14 +530,7 @@ fn roster(args: &RosterArgs) -> Result<(), Failure> {
     publisher
         .enqueue_roster(&publishers)
         .map_err(|error| ArgError::new("--publisher", error.to_string()))?;
-    run_pub(
-        &args.connection.connection(),
-        options,
-        publisher,
-        None,
-        &mut terminal(),
-    )?;
-    Ok(())
+    send_queued(&args.connection, options, publisher)
 }
 
 fn eos(args: &EosArgs) -> Result<(), Failure> {
@@ -547,8 +540,17 @@ fn eos(args: &EosArgs) -> Result<(), Failure> {
     publisher
         .enqueue_eos()
         .map_err(|error| ArgError::new("--key", error.to_string()))?;
+    send_queued(&args.connection, options, publisher)
+}
+
+/// Joins, claims and sends what `publisher` has queued (a ROSTER or an EOS), then exits.
+fn send_queued(
+    connection: &ConnectionArgs,
+    options: PubOptions,
+    publisher: Publisher,
+) -> Result<(), Failure> {
     run_pub(
-        &args.connection.connection(),
+        &connection.connection(),
         options,
         publisher,
         None,
