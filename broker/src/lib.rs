@@ -1,10 +1,12 @@
 //! `bps_broker`: the BPS broker appliance as a library (the `bps-broker` binary wires it).
 //!
-//! Owns: [`protocol`], the I/O-free protocol state machine (BPS.md section 5).
-//! Never does: protocol rules outside [`protocol`].
+//! Owns: the I/O layer ([`io`]) and the operations around it (config, metrics, admin HTTP,
+//! lifecycle). The protocol rules live in `bps_core`, re-exported here as [`protocol`].
+//! Never does: protocol rules; every protocol decision is `bps_core::Machine`'s.
 
 pub mod io;
-pub mod protocol;
+
+pub use bps_core as protocol;
 
 // ops modules
 pub mod admin;

@@ -6,7 +6,7 @@ mod support;
 
 use std::net::Ipv4Addr;
 
-use bps_bench::publisher::PublisherConfig;
+use bps_client::publisher::PublisherConfig;
 use bps_proto::{Ack, Spec, Status};
 use support::{
     Broker, bodies, expect_closed, expect_frames, expect_nothing, explicit, flush, group, key,

@@ -4,8 +4,8 @@
 
 mod support;
 
-use bps_bench::publisher::PublisherConfig;
-use bps_bench::subscriber::Subscriber;
+use bps_client::publisher::PublisherConfig;
+use bps_client::subscriber::Subscriber;
 use bps_proto::{Binding, Hash, Kind, keccak256, soc_address};
 use bps_verify::{PO_MIN, proximity, sign_broadcast};
 use support::{

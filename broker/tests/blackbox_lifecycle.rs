@@ -8,8 +8,8 @@ use std::net::Ipv4Addr;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bps_bench::session::JoinOutcome;
-use bps_bench::subscriber::Subscriber;
+use bps_client::session::JoinOutcome;
+use bps_client::subscriber::Subscriber;
 use bps_proto::{Kind, Status};
 use bps_verify::sign_broadcast;
 use support::{
@@ -75,7 +75,7 @@ fn a_claim_timeout_blocklists_the_peer_when_enabled() {
     expect_closed(&mut pending);
     broker.wait_metric("bps_claim_timeout_total", 1);
     broker.wait_metric("bps_blocklisted_total", 1);
-    match bps_bench::session::Session::join(
+    match bps_client::session::Session::join(
         &broker.target(),
         &spec,
         &admin.address(),

@@ -6,7 +6,7 @@ mod support;
 
 use std::net::Ipv4Addr;
 
-use bps_bench::session::JoinOutcome;
+use bps_client::session::JoinOutcome;
 use bps_proto::{Broadcast, Kind, Spec, Status, encode_frame};
 use bps_verify::{SigningKey, sign_broadcast};
 use bytes::Bytes;
@@ -84,7 +84,7 @@ fn a_spectator_frame_is_wrong_stream_resets_it_and_blocklists_the_peer() {
     expect_nothing(&mut bystander);
 
     // The peer is blocklisted (R39): a new connection from it is closed without an Ack.
-    match bps_bench::session::Session::join(
+    match bps_client::session::Session::join(
         &broker.target(),
         &spec,
         &key(12).address(),
@@ -183,7 +183,7 @@ fn invalid_or_forged_chunks_are_invalid_soc_and_reset_the_stream() {
     let mut genuine_publisher = publisher_with(
         &spec,
         &admin,
-        bps_bench::publisher::PublisherConfig {
+        bps_client::publisher::PublisherConfig {
             data_index_start: 10,
             ..Default::default()
         },
@@ -291,7 +291,7 @@ fn garbage_after_the_join_costs_that_stream_and_nothing_else() {
     let mut second_publisher = publisher_with(
         &spec,
         &admin,
-        bps_bench::publisher::PublisherConfig {
+        bps_client::publisher::PublisherConfig {
             data_index_start: 100,
             ..Default::default()
         },

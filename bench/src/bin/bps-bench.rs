@@ -24,7 +24,7 @@ use bps_bench::load::sink::Sink;
 use bps_bench::load::slo::{Slo, parse_duration_us};
 use bps_bench::load::stamp::STAMP_BYTES;
 use bps_bench::load::{EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_SLO_MISSED, EXIT_USAGE};
-use bps_bench::spec::BindingArg;
+use bps_client::spec::BindingArg;
 use bps_verify::CHUNK_SIZE;
 use clap::{Args, Parser, Subcommand};
 

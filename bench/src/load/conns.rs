@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::load::plan::Plan;
 use crate::load::poller::raise_open_files_limit;
-use crate::session::{JoinOutcome, Session, SessionConfig};
+use bps_client::session::{JoinOutcome, Session, SessionConfig};
 
 /// How long the streams are held before the second reading.
 const SETTLE: Duration = Duration::from_secs(1);

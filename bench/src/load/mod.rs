@@ -21,8 +21,8 @@
 //! - [`sink`]: a bare relay, to measure the generator's own ceiling.
 //!
 //! Never: broker internals. Like any client, the generator speaks to a broker only through
-//! the wire, with this crate's [`crate::session`], [`crate::publisher`] and
-//! [`crate::subscriber`].
+//! the wire, with this crate's [`bps_client::session`], [`bps_client::publisher`] and
+//! [`bps_client::subscriber`].
 
 pub mod ceiling;
 pub mod config;

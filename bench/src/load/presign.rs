@@ -19,7 +19,7 @@ use bps_proto::{Hash, Spec};
 use bps_verify::SigningKey;
 use bytes::Bytes;
 
-use crate::publisher::{PublishError, Publisher, PublisherConfig, Role};
+use bps_client::publisher::{PublishError, Publisher, PublisherConfig, Role};
 
 /// What to sign for one publisher.
 #[derive(Debug, Clone)]

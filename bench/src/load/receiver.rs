@@ -32,7 +32,7 @@ use crate::load::poller::{Interest, Poller, Ready};
 use crate::load::schedule::now_ns;
 use crate::load::shared::Shared;
 use crate::load::stamp::{Stamp, broadcast_payload};
-use crate::subscriber::{Event, Subscriber};
+use bps_client::subscriber::{Event, Subscriber};
 
 /// Read buffer per stream: several 4 KiB frames per `read` call, and always room for the
 /// largest frame after compaction.

@@ -40,9 +40,9 @@ use crate::load::schedule::{Schedule, now_ns};
 use crate::load::sender::{self, SendOutcome, SendTask, Source};
 use crate::load::shared::{PublisherShared, Shared};
 use crate::load::stamp::{Stamp, payload};
-use crate::publisher::{Publisher, PublisherConfig, Role};
-use crate::session::{JoinOutcome, Session, SessionConfig};
-use crate::subscriber::Subscriber;
+use bps_client::publisher::{Publisher, PublisherConfig, Role};
+use bps_client::session::{JoinOutcome, Session, SessionConfig};
+use bps_client::subscriber::Subscriber;
 
 /// Time between the end of signing and `t0` (threads start, sockets settle).
 const START_LEAD: Duration = Duration::from_millis(300);

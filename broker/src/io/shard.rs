@@ -476,7 +476,7 @@ impl Shard {
                 let _ = reply.send(self.core);
             }
             Msg::Snapshot { reply } => {
-                let _ = reply.send(self.machine.borrow().snapshot_json(now));
+                let _ = reply.send(snapshot_json(&self.machine.borrow(), now));
             }
             Msg::Reload(config) => self.machine.borrow_mut().reconfigure(*config),
             Msg::Drain => self.start_drain(),
@@ -727,4 +727,25 @@ impl Shard {
         }
         self.wake.notify();
     }
+}
+
+/// The machine's cohorts as JSON objects, each with `age_ms` and `idle_ms` at `now`.
+fn snapshot_json(machine: &Machine, now: Millis) -> Vec<serde_json::Value> {
+    machine
+        .snapshot()
+        .cohorts
+        .into_iter()
+        .map(|cohort| {
+            let (age_ms, idle_ms) = (
+                now.as_ms().saturating_sub(cohort.created_ms),
+                now.as_ms().saturating_sub(cohort.last_activity_ms),
+            );
+            let mut value = serde_json::to_value(cohort).expect("a snapshot is plain data");
+            if let serde_json::Value::Object(fields) = &mut value {
+                fields.insert("age_ms".into(), age_ms.into());
+                fields.insert("idle_ms".into(), idle_ms.into());
+            }
+            value
+        })
+        .collect()
 }

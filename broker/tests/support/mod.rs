@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bps_bench::publisher::{Outgoing, Publisher, PublisherConfig};
-use bps_bench::session::{JoinOutcome, Session, SessionConfig, SessionError};
-use bps_bench::subscriber::{Event, Subscriber};
+use bps_client::publisher::{Outgoing, Publisher, PublisherConfig};
+use bps_client::session::{JoinOutcome, Session, SessionConfig, SessionError};
+use bps_client::subscriber::{Event, Subscriber};
 use bps_proto::{
     Ack, Address, Binding, FRAME_BYTES_MAX_DEFAULT, Hash, Join, Spec, Status, decode_ack,
     encode_frame, next_frame,

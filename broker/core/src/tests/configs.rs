@@ -10,7 +10,7 @@ use super::driver::{
     Rig, ack_ok, all, blocklist, close, consumed, deliver, explicit, implicit, key, peer, send,
     send_noticed, sid, violation,
 };
-use crate::protocol::{CloseReason, Counter, Violation, WrongStream};
+use crate::{CloseReason, Counter, Violation, WrongStream};
 
 #[test]
 fn jam_explicit_closed_with_a_roster() {

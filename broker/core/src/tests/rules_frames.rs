@@ -12,7 +12,7 @@ use super::driver::{
     Client, Rig, ack_ok, all, blocklist, close, consumed, deliver, explicit, implicit, key, peer,
     sid, violation,
 };
-use crate::protocol::{
+use crate::{
     Action, CloseReason, ClosedBy, Counter, InvalidSoc, OutboundQueue, ProtocolConfig, QueueFull,
     StreamId, Violation, WrongStream,
 };

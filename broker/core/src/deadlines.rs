@@ -84,8 +84,8 @@ impl Deadlines {
 #[cfg(test)]
 mod tests {
     use super::{DeadlineKey, Deadlines};
-    use crate::protocol::ids::StreamId;
-    use crate::protocol::time::Millis;
+    use crate::ids::StreamId;
+    use crate::time::Millis;
 
     #[test]
     fn due_entries_come_out_in_time_order() {

@@ -11,7 +11,7 @@ use super::driver::{
     Rig, ack, ack_ok, all, arm, blocklist, close, consumed, deliver, explicit, implicit, join_body,
     key, peer, sid, violation,
 };
-use crate::protocol::{
+use crate::{
     Action, CloseReason, ClosedBy, Counter, FullCause, PeerLedger, ProtocolConfig, RejectCause,
     StreamId, Violation, WrongStream,
 };
@@ -498,7 +498,7 @@ fn r36_a_cohort_whose_last_stream_leaves_is_reclaimed_at_once() {
     assert!(rig.machine.counters().live_cohorts().is_empty());
     assert_eq!(
         rig.ledger.snapshot(),
-        crate::protocol::LedgerSnapshot {
+        crate::LedgerSnapshot {
             cohorts_live: 0,
             peers_attached: 0,
             peers_blocked: 0

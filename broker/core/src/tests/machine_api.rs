@@ -5,42 +5,37 @@ use bps_proto::Status;
 use bytes::Bytes;
 
 use super::driver::{Rig, ack, close, consumed, explicit, join_body, key, peer, sid};
-use crate::protocol::{CloseReason, FullCause, Millis, ProtocolConfig, Ticket};
+use crate::{CloseReason, FullCause, Millis, ProtocolConfig, Ticket};
 
 #[test]
-fn snapshot_json_describes_every_cohort_for_the_admin_view() {
+fn snapshot_describes_every_cohort_for_the_admin_view() {
     let mut rig = Rig::new();
     let spec = explicit(1, &key(1), false);
     let admin = rig.joined(key(1), &spec, sid(1), peer(1));
     rig.joined(key(2), &spec, sid(2), peer(2));
     rig.now = Millis(500);
     rig.publish(sid(1), &admin.roster(0, &[key(3).address()]));
-    let cohorts = rig.machine.snapshot_json(Millis(2_000));
-    assert_eq!(cohorts.len(), 1);
-    let cohort = &cohorts[0];
-    assert_eq!(cohort["key"], spec.key().to_hex());
-    assert_eq!(cohort["topic"], hex::encode([1; 32]));
-    assert_eq!(cohort["binding"], "FEED_TOPIC");
-    assert_eq!(cohort["admin"], hex::encode(key(1).address()));
-    assert_eq!(cohort["authorship"], "explicit");
-    assert_eq!(cohort["closed"], false);
-    assert_eq!(cohort["created_ms"], 0);
-    assert_eq!(cohort["last_activity_ms"], 500);
-    assert_eq!(cohort["age_ms"], 2_000);
-    assert_eq!(cohort["idle_ms"], 1_500);
-    assert_eq!(cohort["roster"][0], hex::encode(key(3).address()));
-    assert_eq!(cohort["roster_cursor"], 1);
-    assert_eq!(cohort["streams"]["publisher"][0]["id"], sid(1).0);
+    let snapshot = rig.machine.snapshot();
+    assert_eq!(snapshot.cohorts.len(), 1);
+    let cohort = &snapshot.cohorts[0];
+    assert_eq!(cohort.key, spec.key().to_hex());
+    assert_eq!(cohort.topic, hex::encode([1; 32]));
+    assert_eq!(cohort.binding, "FEED_TOPIC");
+    assert_eq!(cohort.admin, Some(hex::encode(key(1).address())));
+    assert_eq!(cohort.authorship, "explicit");
+    assert!(!cohort.closed);
+    assert_eq!(cohort.created_ms, 0);
+    assert_eq!(cohort.last_activity_ms, 500);
+    assert_eq!(cohort.roster, vec![hex::encode(key(3).address())]);
+    assert_eq!(cohort.roster_cursor, 1);
+    assert_eq!(cohort.streams["publisher"][0].id, sid(1));
     assert_eq!(
-        cohort["streams"]["spectator"][0]["addr"],
+        cohort.streams["spectator"][0].addr,
         hex::encode(key(2).address())
     );
-    assert_eq!(
-        cohort["streams"]["pending"].as_array().map(Vec::len),
-        Some(0)
-    );
-    assert_eq!(cohort["counters"]["accepted_roster"], 1);
-    assert_eq!(rig.machine.snapshot().totals["joins_ok"], 2);
+    assert!(cohort.streams["pending"].is_empty());
+    assert_eq!(cohort.counters["accepted_roster"], 1);
+    assert_eq!(snapshot.totals["joins_ok"], 2);
 }
 
 #[test]
@@ -137,8 +132,8 @@ fn reports_about_forgotten_streams_are_ignored() {
     let spec = explicit(1, &key(1), false);
     rig.joined(key(2), &spec, sid(1), peer(1));
     rig.joined(key(3), &spec, sid(2), peer(2));
-    assert_eq!(rig.closed(sid(1), crate::protocol::ClosedBy::Peer), vec![]);
-    assert_eq!(rig.closed(sid(1), crate::protocol::ClosedBy::Io), vec![]);
+    assert_eq!(rig.closed(sid(1), crate::ClosedBy::Peer), vec![]);
+    assert_eq!(rig.closed(sid(1), crate::ClosedBy::Io), vec![]);
     assert_eq!(rig.written(sid(1), 3), vec![]);
     assert_eq!(
         rig.feed_body(sid(1), Bytes::from_static(b"late")),

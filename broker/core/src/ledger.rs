@@ -210,9 +210,9 @@ mod tests {
     use std::net::{IpAddr, Ipv4Addr};
 
     use super::PeerLedger;
-    use crate::protocol::config::ProtocolConfig;
-    use crate::protocol::ids::PeerId;
-    use crate::protocol::time::Millis;
+    use crate::config::ProtocolConfig;
+    use crate::ids::PeerId;
+    use crate::time::Millis;
 
     fn peer(last: u8) -> PeerId {
         PeerId(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)))

@@ -11,9 +11,7 @@ use super::driver::{
     Client, Rig, ack, ack_ok, all, arm, blocklist, close, consumed, deliver, explicit, implicit,
     join_body, key, peer, send, sid, violation,
 };
-use crate::protocol::{
-    CloseReason, Counter, FullCause, InvalidSoc, ProtocolConfig, Violation, WrongStream,
-};
+use crate::{CloseReason, Counter, FullCause, InvalidSoc, ProtocolConfig, Violation, WrongStream};
 
 #[test]
 fn r06_admin_and_rostered_streams_are_pending_outside_the_bound_and_get_only_their_roster() {
@@ -294,7 +292,7 @@ fn r11_implicit_anchor_chunks_must_sit_at_the_topic_address() {
     let actions = rig.publish(sid(1), &elsewhere);
     assert!(matches!(
         &actions[1],
-        crate::protocol::Action::Close {
+        crate::Action::Close {
             reason: CloseReason::Violation(Violation::InvalidSoc(InvalidSoc::Verify(
                 VerifyError::Shape(ShapeError::AddressNotTopic { .. })
             ))),
@@ -326,7 +324,7 @@ fn r11_implicit_owner_chunks_come_from_the_topic_owner_within_po_16_on_its_own_s
     let actions = rig.publish(sid(1), &implicit_frame(&owner, &far, None, b"far"));
     assert!(matches!(
         &actions[1],
-        crate::protocol::Action::Close {
+        crate::Action::Close {
             reason: CloseReason::Violation(Violation::InvalidSoc(InvalidSoc::Verify(
                 VerifyError::Shape(ShapeError::ProximityTooLow { .. })
             ))),
@@ -403,7 +401,7 @@ fn r11_implicit_soc_id_chunks_carry_the_topic_as_id_within_po_16() {
     );
     assert!(matches!(
         &actions[1],
-        crate::protocol::Action::Close {
+        crate::Action::Close {
             reason: CloseReason::Violation(Violation::InvalidSoc(InvalidSoc::Verify(
                 VerifyError::Shape(ShapeError::ProximityTooLow { .. })
             ))),

@@ -5,7 +5,7 @@
 //! invalid chunk or a failed run, 2 bad input (one `error: ARGUMENT: ...` line on stderr;
 //! clap's own usage errors also exit 2), 3 a Join refused with FULL or REJECTED.
 //!
-//! Never: protocol or crypto logic; that lives in the `bps_bench` library and below.
+//! Never: protocol or crypto logic; that lives in the `bps_client` library and below.
 
 use std::io::{self, BufRead, Write};
 use std::process::ExitCode;
@@ -13,14 +13,14 @@ use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bps_bench::client::{
+use bps_client::client::{
     ClientError, Connection, Output, PubOptions, SubOptions, run_pub, run_sub,
 };
-use bps_bench::hexarg::{ArgError, check_payload, parse_fixed, parse_hex, parse_key};
-use bps_bench::inspect::{decode_frame, inspect_soc};
-use bps_bench::publisher::{Publisher, PublisherConfig, PublisherError};
-use bps_bench::session::SessionConfig;
-use bps_bench::spec::SpecArgs;
+use bps_client::hexarg::{ArgError, check_payload, parse_fixed, parse_hex, parse_key};
+use bps_client::inspect::{decode_frame, inspect_soc};
+use bps_client::publisher::{Publisher, PublisherConfig, PublisherError};
+use bps_client::session::SessionConfig;
+use bps_client::spec::SpecArgs;
 use bps_proto::{Address, Authorship, Binding, Spec, soc_address};
 use bps_verify::{SigningKey, cac_address, try_sign_soc};
 use clap::{ArgGroup, Args, Parser, Subcommand};

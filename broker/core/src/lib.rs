@@ -1,10 +1,11 @@
-//! The BPS protocol core: an I/O-free state machine (BPS.md section 5, R1..R40).
+//! `bps_core`, the BPS protocol core: an I/O-free state machine (BPS.md section 5, R1..R40).
 //!
 //! Owns: every protocol rule the broker enforces, as `Machine` (one per broker core, for the
 //! cohorts homed on it), fed with `(now, stream, bytes)` and verification results, answering
 //! with `Action`s; plus the pieces it is made of (one file per concept) and the few types the
 //! I/O layer uses next to it (`OutboundQueue`, `PeerLedger`, `ProtocolConfig`).
-//! Never does: sockets, runtimes, clocks or signature checks. Time is passed in, signatures
+//! Never does: sockets, runtimes (no monoio: CI checks this crate's dependency tree), clocks,
+//! JSON or signature checks. Time is passed in, signatures
 //! are checked by whoever executes `Action::Verify`, and bytes go out through the I/O layer.
 //!
 //! Decisions where the spec is silent (each is also noted where it is made):

@@ -246,28 +246,6 @@ impl Machine {
         }
     }
 
-    /// `snapshot`'s cohorts as JSON objects, each with `age_ms` and `idle_ms` at `now` (for
-    /// the admin endpoint's `/cohortz`).
-    #[must_use]
-    pub fn snapshot_json(&self, now: Millis) -> Vec<serde_json::Value> {
-        self.snapshot()
-            .cohorts
-            .into_iter()
-            .map(|cohort| {
-                let (age_ms, idle_ms) = (
-                    now.as_ms().saturating_sub(cohort.created_ms),
-                    now.as_ms().saturating_sub(cohort.last_activity_ms),
-                );
-                let mut value = serde_json::to_value(cohort).expect("a snapshot is plain data");
-                if let serde_json::Value::Object(fields) = &mut value {
-                    fields.insert("age_ms".into(), age_ms.into());
-                    fields.insert("idle_ms".into(), idle_ms.into());
-                }
-                value
-            })
-            .collect()
-    }
-
     /// The first frame of a new stream (R2). The answer is an `Ack` (OK, FULL or REJECTED,
     /// R5), or, for a blocklisted peer, a `Close` without one.
     ///

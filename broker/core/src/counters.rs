@@ -195,7 +195,9 @@ pub struct CohortCounters {
 }
 
 impl CohortCounters {
-    pub(crate) fn new(key_hex: String) -> Self {
+    /// Zeroed counters for the cohort whose canonical key is `key_hex`.
+    #[must_use]
+    pub fn new(key_hex: String) -> Self {
         CohortCounters {
             key_hex,
             counters: CounterSet::default(),
@@ -265,7 +267,11 @@ impl CounterRegistry {
             .collect()
     }
 
-    pub(crate) fn register(&self, cohort_serial: u64, counters: Arc<CohortCounters>) {
+    /// Starts listing a live cohort's counters (the machine does this at creation).
+    ///
+    /// # Panics
+    /// If the serial is already registered.
+    pub fn register(&self, cohort_serial: u64, counters: Arc<CohortCounters>) {
         let previous = self
             .live
             .lock()
@@ -290,12 +296,12 @@ impl CounterRegistry {
     }
 
     /// Adds to a counter that has no cohort (totals only).
-    pub(crate) fn add_total(&self, counter: Counter, amount: u64) {
+    pub fn add_total(&self, counter: Counter, amount: u64) {
         self.totals.add(counter, amount);
     }
 
     /// Adds to a cohort's counter and to the totals.
-    pub(crate) fn add(&self, cohort: &CohortCounters, counter: Counter, amount: u64) {
+    pub fn add(&self, cohort: &CohortCounters, counter: Counter, amount: u64) {
         cohort.counters.add(counter, amount);
         self.totals.add(counter, amount);
     }
@@ -306,7 +312,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::{CohortCounters, Counter, CounterRegistry};
-    use crate::protocol::stream::Role;
+    use crate::stream::Role;
 
     #[test]
     fn every_counter_has_its_own_slot_and_name() {

@@ -6,7 +6,7 @@ use super::driver::{
     Client, Rig, ack_ok, blocklist, close, consumed, deliver, explicit, key, peer, send,
     send_noticed, sid, violation,
 };
-use crate::protocol::{CloseReason, Counter, ProtocolConfig, Violation, WrongStream};
+use crate::{CloseReason, Counter, ProtocolConfig, Violation, WrongStream};
 
 /// An explicit cohort (open or closed) with its admin claimed on stream 1.
 fn cohort(rig: &mut Rig, closed: bool) -> (bps_proto::Spec, Client) {

@@ -17,7 +17,7 @@ use prost::Message;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::protocol::{
+use crate::{
     Action, CloseReason, Counter, Machine, Millis, PeerId, PeerLedger, ProtocolConfig, StreamId,
     Violation, WriteNotice,
 };
@@ -382,7 +382,7 @@ impl Rig {
         self.drain()
     }
 
-    pub fn closed(&mut self, stream: StreamId, by: crate::protocol::ClosedBy) -> Vec<Action> {
+    pub fn closed(&mut self, stream: StreamId, by: crate::ClosedBy) -> Vec<Action> {
         self.machine.on_closed(self.now, stream, by);
         self.drain()
     }

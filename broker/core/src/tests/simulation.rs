@@ -22,7 +22,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::driver::body_of;
-use crate::protocol::{
+use crate::{
     Action, CloseReason, ClosedBy, Counter, Machine, Millis, PeerId, PeerLedger, ProtocolConfig,
     StreamId, Ticket, WriteNotice,
 };

@@ -90,7 +90,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::FanOut;
-    use crate::protocol::ids::StreamId;
+    use crate::ids::StreamId;
 
     #[test]
     fn targets_exclude_the_identity_and_are_shared_until_membership_changes() {

@@ -6,13 +6,13 @@
 //! `Deliver` action; the cost per delivery is the publication cost divided by N. The target
 //! (issue 3): well under the ~1 µs a batched socket write costs per delivery.
 //!
-//! Run: `cargo bench -p bps-broker --bench core`.
+//! Run: `cargo bench -p bps-core --bench core`.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bps_broker::protocol::{Action, Machine, Millis, PeerId, PeerLedger, ProtocolConfig, StreamId};
+use bps_core::{Action, Machine, Millis, PeerId, PeerLedger, ProtocolConfig, StreamId};
 use bps_proto::{Ack, Binding, Broadcast, Kind, Spec, encode_frame, next_frame, session_chunk_id};
 use bps_verify::{Expect, SigningKey, Verified};
 use bytes::{Bytes, BytesMut};

@@ -1,0 +1,23 @@
+//! `bps_client`: the client side of BPS — a client library and the `bps` chunk tool and
+//! terminal client.
+//!
+//! Owns: command-line hex and key arguments ([`hexarg`]), the cohort spec as flags
+//! ([`spec`]), one TCP stream with its handshake ([`session`]), the publishing state
+//! machine with claim, index sequences and signing ([`publisher`]), end-to-end verification
+//! of received frames ([`subscriber`]), the R38 reconnect schedule ([`backoff`]), the chunk
+//! tool's reports ([`inspect`]) and the terminal client's loops ([`client`]).
+//!
+//! Never: broker internals. Everything here speaks to a broker only through the wire
+//! (`bps_proto`) and checks chunks only through `bps_verify`, exactly as any other client
+//! implementation would.
+
+pub mod backoff;
+pub mod client;
+pub mod hexarg;
+pub mod inspect;
+pub mod publisher;
+pub mod session;
+pub mod spec;
+pub mod subscriber;
+#[cfg(test)]
+mod testkit;
