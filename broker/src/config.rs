@@ -154,6 +154,18 @@ pub struct LimitsConfig {
     pub blocklist_entries_max: usize,
     /// Open connections for the whole broker, checked against `RLIMIT_NOFILE` at start.
     pub connections_max: usize,
+    /// R15/R16: frames one stream may have dropped without penalty per second before it is
+    /// reset (0 = no limit); a redundant publisher (R29) drops its twin's duplicates.
+    pub dropped_frames_per_stream_per_s_max: u32,
+    /// Connections per peer that have not sent their Join yet, so idle sockets from one
+    /// address cannot take every connection slot.
+    pub prejoin_connections_per_peer_max: usize,
+    /// Missed Join deadlines per peer before it is blocklisted for
+    /// `timeouts.blocklist_join_timeout_ms`.
+    pub join_timeouts_per_peer_max: usize,
+    /// Cohorts exported with series of their own (the largest by subscribers); the rest are
+    /// summed, so a scrape stays bounded whatever the number of cohorts.
+    pub cohort_series_max: usize,
 }
 
 impl Default for LimitsConfig {
@@ -173,6 +185,10 @@ impl Default for LimitsConfig {
             frames_in_flight_per_stream_max: protocol.frames_in_flight_per_stream_max,
             blocklist_entries_max: protocol.blocklist_entries_max,
             connections_max: 65_536,
+            dropped_frames_per_stream_per_s_max: protocol.dropped_frames_per_stream_per_s_max,
+            prejoin_connections_per_peer_max: protocol.prejoin_connections_per_peer_max,
+            join_timeouts_per_peer_max: protocol.join_timeouts_per_peer_max,
+            cohort_series_max: 100,
         }
     }
 }
@@ -192,6 +208,9 @@ pub struct TimeoutsConfig {
     pub blocklist_violation_ms: u64,
     /// R39: blocklist time after a claim timeout (shorter: may be honest); 0 disables.
     pub blocklist_claim_timeout_ms: u64,
+    /// Blocklist time after `limits.join_timeouts_per_peer_max` missed Join deadlines; 0
+    /// disables.
+    pub blocklist_join_timeout_ms: u64,
     /// Time each core has to answer /healthz (and /cohortz), so a wedged core is reported.
     pub healthz_deadline_ms: u64,
 }
@@ -205,6 +224,7 @@ impl Default for TimeoutsConfig {
             revocation_grace_ms: protocol.revocation_grace_ms,
             blocklist_violation_ms: protocol.blocklist_violation_ms,
             blocklist_claim_timeout_ms: protocol.blocklist_claim_timeout_ms,
+            blocklist_join_timeout_ms: protocol.blocklist_join_timeout_ms,
             healthz_deadline_ms: 1_000,
         }
     }
@@ -748,6 +768,10 @@ impl BrokerConfig {
             blocklist_claim_timeout_ms: timeouts.blocklist_claim_timeout_ms,
             blocklist_entries_max: limits.blocklist_entries_max,
             frames_in_flight_per_stream_max: limits.frames_in_flight_per_stream_max,
+            dropped_frames_per_stream_per_s_max: limits.dropped_frames_per_stream_per_s_max,
+            prejoin_connections_per_peer_max: limits.prejoin_connections_per_peer_max,
+            join_timeouts_per_peer_max: limits.join_timeouts_per_peer_max,
+            blocklist_join_timeout_ms: timeouts.blocklist_join_timeout_ms,
             // D11: history replay is not served yet; Joins asking for it are REJECTED.
             history_enabled: false,
         }

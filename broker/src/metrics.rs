@@ -12,13 +12,20 @@
 //! are exported twice: merged as `bps_<name>` and per core as `bps_core_<name>{core="N"}`, in
 //! separate families so that `sum()` over either never double counts. Protocol counters are
 //! exported broker-wide as `bps_<name>_total` and per cohort as
-//! `bps_cohort_<name>_total{cohort="<first 16 hex digits of the key>"}`.
+//! `bps_cohort_<name>_total{cohort,binding,admin}`, where `cohort` is 16 hex digits of
+//! keccak256 of the whole canonical key (R1), so two cohorts never share a series. Per-cohort
+//! series are bounded: the `limits.cohort_series_max` cohorts with the most subscribers at
+//! the scrape get their own; the rest are summed into `bps_cohort_other_<name>` gauges (a
+//! sum over a set that changes between scrapes may go down, so it is not a counter; use the
+//! broker-wide totals for rates) and counted by `bps_cohorts_other`.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::protocol::counters::{Counter as ProtocolCounter, CounterRegistry};
+use crate::protocol::counters::{
+    CohortCounters, CohortLabel, Counter as ProtocolCounter, CounterRegistry,
+};
 
 /// The counters every cohort MUST expose (R40: SWIP-74's seven plus SWIP-60's
 /// `invalid_roster`), with their help text. Rendered per cohort and in total even when zero,
@@ -51,10 +58,6 @@ pub const R40_COUNTERS: [(&str, &str); 8] = [
         "Valid ROSTER chunks whose payload did not decode (R20).",
     ),
 ];
-
-/// Hex digits of the cohort key shown in the `cohort` label: enough to tell cohorts apart on a
-/// dashboard, short enough to keep label cardinality cheap to store.
-pub const COHORT_LABEL_HEX_DIGITS: usize = 16;
 
 /// Buckets of the latency histograms: upper bounds 1 µs .. 2^25 µs (about 34 s), which covers
 /// everything from one keccak to a stalled verification pool.
@@ -424,11 +427,14 @@ pub struct ProtocolMetric {
     pub value: u64,
 }
 
-/// The protocol counters and role gauges of one live cohort.
+/// The protocol counters and role gauges of one live cohort, or of the cohorts summed into
+/// `other`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CohortSeries {
-    /// The cohort key in hex (R1); the label shows its first `COHORT_LABEL_HEX_DIGITS` digits.
-    pub key_hex: String,
+    /// The series' labels (a hash of the key, the binding, the admin).
+    pub label: CohortLabel,
+    /// Streams receiving its deliveries: the order in which cohorts get their own series.
+    pub subscribers: u64,
     /// Counter name (as in `ProtocolMetric::name`) and value. The R40 names missing here are
     /// exported as zero.
     pub counters: Vec<(&'static str, u64)>,
@@ -437,13 +443,62 @@ pub struct CohortSeries {
     pub streams_by_role: Vec<(&'static str, u64)>,
 }
 
+impl CohortSeries {
+    fn of(cohort: &CohortCounters) -> CohortSeries {
+        CohortSeries {
+            label: cohort.label().clone(),
+            subscribers: cohort.subscribers(),
+            counters: cohort.counters().snapshot().into_iter().collect(),
+            streams_by_role: cohort.roles_snapshot().into_iter().collect(),
+        }
+    }
+}
+
+/// The cohorts beyond `limits.cohort_series_max`, summed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OtherCohorts {
+    /// How many cohorts are summed here.
+    pub cohorts: u64,
+    /// Their counters, summed per name.
+    pub counters: Vec<(&'static str, u64)>,
+    /// Their streams by role, summed.
+    pub streams_by_role: Vec<(&'static str, u64)>,
+}
+
+impl OtherCohorts {
+    fn add(&mut self, series: &CohortSeries) {
+        self.cohorts += 1;
+        add_into(&mut self.counters, &series.counters);
+        add_into(&mut self.streams_by_role, &series.streams_by_role);
+    }
+}
+
+fn add_into(sums: &mut Vec<(&'static str, u64)>, values: &[(&'static str, u64)]) {
+    for (name, value) in values {
+        match sums.iter_mut().find(|(known, _)| known == name) {
+            Some((_, sum)) => *sum = sum.wrapping_add(*value),
+            None => sums.push((name, *value)),
+        }
+    }
+}
+
+/// The per-cohort figures of one scrape.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CohortFigures {
+    /// The cohorts with their own series, most subscribers first (ties by id).
+    pub shown: Vec<CohortSeries>,
+    /// The rest, summed.
+    pub other: OtherCohorts,
+}
+
 /// The protocol figures of a scrape, from the counter registries of every core's machine: the
-/// totals summed (they survive cohort reclaim, so they stay monotonic), a `cohorts_live` gauge,
-/// and one `CohortSeries` per live cohort.
+/// totals summed (they survive cohort reclaim, so they stay monotonic), a `cohorts_live`
+/// gauge, and the per-cohort figures with at most `series_max` cohorts shown on their own.
 #[must_use]
 pub fn protocol_figures<'a>(
     registries: impl IntoIterator<Item = &'a CounterRegistry>,
-) -> (Vec<ProtocolMetric>, Vec<CohortSeries>) {
+    series_max: usize,
+) -> (Vec<ProtocolMetric>, CohortFigures) {
     let mut totals: Vec<ProtocolMetric> = ProtocolCounter::ALL
         .iter()
         .map(|counter| ProtocolMetric {
@@ -453,26 +508,39 @@ pub fn protocol_figures<'a>(
             value: 0,
         })
         .collect();
-    let mut cohorts = Vec::new();
+    let mut all = Vec::new();
     for registry in registries {
         for (total, counter) in totals.iter_mut().zip(ProtocolCounter::ALL) {
             total.value = total.value.wrapping_add(registry.totals().get(counter));
         }
-        for cohort in registry.live_cohorts() {
-            cohorts.push(CohortSeries {
-                key_hex: cohort.key_hex().to_owned(),
-                counters: cohort.counters().snapshot().into_iter().collect(),
-                streams_by_role: cohort.roles_snapshot().into_iter().collect(),
-            });
-        }
+        all.extend(
+            registry
+                .live_cohorts()
+                .iter()
+                .map(|cohort| CohortSeries::of(cohort)),
+        );
     }
     totals.push(ProtocolMetric {
         name: "cohorts_live",
         help: "Live cohorts (R31).",
         kind: MetricKind::Gauge,
-        value: cohorts.len() as u64,
+        value: all.len() as u64,
     });
-    (totals, cohorts)
+    all.sort_by(|first, second| {
+        second
+            .subscribers
+            .cmp(&first.subscribers)
+            .then_with(|| first.label.id.cmp(&second.label.id))
+    });
+    let mut figures = CohortFigures::default();
+    for series in all {
+        if figures.shown.len() < series_max {
+            figures.shown.push(series);
+        } else {
+            figures.other.add(&series);
+        }
+    }
+    (totals, figures)
 }
 
 /// The help text of a protocol counter: the R40 text, or one line per extra counter.
@@ -515,7 +583,7 @@ pub struct MetricsSnapshot {
     /// Broker-wide protocol figures. The R40 counters missing here are exported as zero.
     pub protocol: Vec<ProtocolMetric>,
     /// Per-cohort protocol counters.
-    pub cohorts: Vec<CohortSeries>,
+    pub cohorts: CohortFigures,
 }
 
 impl MetricsSnapshot {
@@ -532,7 +600,7 @@ impl MetricsSnapshot {
 pub fn render_prometheus(
     cores: &[Arc<CoreMetrics>],
     protocol: &[ProtocolMetric],
-    cohorts: &[CohortSeries],
+    cohorts: &CohortFigures,
     driver: &str,
 ) -> String {
     let mut out = String::with_capacity(16 * 1024);
@@ -705,11 +773,17 @@ fn render_protocol(out: &mut String, protocol: &[ProtocolMetric]) {
     }
 }
 
-/// Per-cohort counter families: the R40 names always, plus any other name a cohort reports.
-fn render_cohorts(out: &mut String, protocol: &[ProtocolMetric], cohorts: &[CohortSeries]) {
+/// Per-cohort families: the R40 names always, plus any other name a cohort reports; the
+/// shown cohorts as counters, the rest summed into `bps_cohort_other_*` gauges.
+fn render_cohorts(out: &mut String, protocol: &[ProtocolMetric], cohorts: &CohortFigures) {
     let mut names: Vec<(&str, &str)> = R40_COUNTERS.to_vec();
-    for cohort in cohorts {
-        for (name, _) in &cohort.counters {
+    for counters in cohorts
+        .shown
+        .iter()
+        .map(|series| &series.counters)
+        .chain([&cohorts.other.counters])
+    {
+        for (name, _) in counters {
             if !names.iter().any(|(known, _)| known == name) {
                 let help = protocol
                     .iter()
@@ -725,39 +799,80 @@ fn render_cohorts(out: &mut String, protocol: &[ProtocolMetric], cohorts: &[Coho
         "gauge",
         "Streams attached to the cohort, by role.",
     );
-    for cohort in cohorts {
-        let label = cohort_label(&cohort.key_hex);
-        for (role, count) in &cohort.streams_by_role {
-            line(
-                out,
-                "bps_cohort_streams",
-                &[("cohort", &label), ("role", role)],
-                &count.to_string(),
-            );
+    for series in &cohorts.shown {
+        for (role, count) in &series.streams_by_role {
+            let mut labels = series_labels(&series.label);
+            labels.push(("role", role));
+            line(out, "bps_cohort_streams", &labels, &count.to_string());
         }
     }
-    for (name, help) in names {
+    for (name, help) in &names {
         let full = format!("bps_cohort_{}_total", sanitize_name(name));
         family(out, &full, "counter", help);
-        for cohort in cohorts {
-            let value = cohort
-                .counters
-                .iter()
-                .find(|(counter, _)| *counter == name)
-                .map_or(0, |(_, value)| *value);
+        for series in &cohorts.shown {
             line(
                 out,
                 &full,
-                &[("cohort", &cohort_label(&cohort.key_hex))],
-                &value.to_string(),
+                &series_labels(&series.label),
+                &value_of(&series.counters, name).to_string(),
             );
         }
     }
+    render_other_cohorts(out, &names, &cohorts.other);
 }
 
-/// The `cohort` label value: the first hex digits of the key.
-fn cohort_label(key_hex: &str) -> String {
-    key_hex.chars().take(COHORT_LABEL_HEX_DIGITS).collect()
+/// The cohorts without their own series, summed.
+fn render_other_cohorts(out: &mut String, names: &[(&str, &str)], other: &OtherCohorts) {
+    family(
+        out,
+        "bps_cohorts_other",
+        "gauge",
+        "Live cohorts beyond limits.cohort_series_max, summed into the bps_cohort_other_* families.",
+    );
+    line(out, "bps_cohorts_other", &[], &other.cohorts.to_string());
+    family(
+        out,
+        "bps_cohort_other_streams",
+        "gauge",
+        "Streams of the cohorts without their own series, by role.",
+    );
+    for (role, count) in &other.streams_by_role {
+        line(
+            out,
+            "bps_cohort_other_streams",
+            &[("role", role)],
+            &count.to_string(),
+        );
+    }
+    for (name, help) in names {
+        let full = format!("bps_cohort_other_{}", sanitize_name(name));
+        let help = format!(
+            "Sum over the cohorts without their own series (may go down as that set changes): {help}"
+        );
+        family(out, &full, "gauge", &help);
+        line(
+            out,
+            &full,
+            &[],
+            &value_of(&other.counters, name).to_string(),
+        );
+    }
+}
+
+fn value_of(counters: &[(&'static str, u64)], name: &str) -> u64 {
+    counters
+        .iter()
+        .find(|(counter, _)| *counter == name)
+        .map_or(0, |(_, value)| *value)
+}
+
+/// The labels of one cohort's series.
+fn series_labels(label: &CohortLabel) -> Vec<(&'static str, &str)> {
+    vec![
+        ("cohort", label.id.as_str()),
+        ("binding", label.binding.as_str()),
+        ("admin", label.admin.as_str()),
+    ]
 }
 
 /// Writes the `# HELP` and `# TYPE` lines of a family.
@@ -878,6 +993,14 @@ mod tests {
         assert_eq!(gauge.get(), 7);
     }
 
+    fn label(id: &str) -> CohortLabel {
+        CohortLabel {
+            id: id.to_owned(),
+            binding: "mnemonic".to_owned(),
+            admin: "none".to_owned(),
+        }
+    }
+
     fn sample() -> String {
         let first = CoreMetrics::new_shared();
         let second = CoreMetrics::new_shared();
@@ -902,18 +1025,27 @@ mod tests {
                 value: 2,
             },
         ];
-        let cohorts = vec![
-            CohortSeries {
-                key_hex: "0a20aabbccddeeff00112233".to_owned(),
-                counters: vec![("wrong_stream", 4), ("joins", 7)],
-                streams_by_role: vec![("spectator", 3), ("publisher", 1)],
+        let cohorts = CohortFigures {
+            shown: vec![
+                CohortSeries {
+                    label: label("aabbccddeeff0011"),
+                    subscribers: 4,
+                    counters: vec![("wrong_stream", 4), ("joins", 7)],
+                    streams_by_role: vec![("spectator", 3), ("publisher", 1)],
+                },
+                CohortSeries {
+                    label: label("ffff000000000000"),
+                    subscribers: 0,
+                    counters: vec![],
+                    streams_by_role: vec![],
+                },
+            ],
+            other: OtherCohorts {
+                cohorts: 3,
+                counters: vec![("wrong_stream", 5)],
+                streams_by_role: vec![("spectator", 6)],
             },
-            CohortSeries {
-                key_hex: "0a20ffff".to_owned(),
-                counters: vec![],
-                streams_by_role: vec![],
-            },
-        ];
+        };
         render_prometheus(&[first, second], &protocol, &cohorts, "io_uring")
     }
 
@@ -955,19 +1087,25 @@ mod tests {
                 "{name}"
             );
             assert!(
-                text.contains(&format!("bps_cohort_{name}_total{{cohort=\"0a20ffff\"}}")),
+                text.contains(&format!(
+                    "bps_cohort_{name}_total{{cohort=\"ffff000000000000\",binding=\"mnemonic\",admin=\"none\"}}"
+                )),
                 "{name}"
             );
         }
         assert!(text.contains("bps_wrong_stream_total 9\n"));
         assert!(text.contains("bps_unknown_kind_total 0\n"));
         assert!(text.contains("bps_cohorts_live 2\n"));
-        assert!(text.contains("bps_cohort_wrong_stream_total{cohort=\"0a20aabbccddeeff\"} 4\n"));
-        assert!(text.contains("bps_cohort_joins_total{cohort=\"0a20aabbccddeeff\"} 7\n"));
-        assert!(text.contains("bps_cohort_joins_total{cohort=\"0a20ffff\"} 0\n"));
-        assert!(
-            text.contains("bps_cohort_streams{cohort=\"0a20aabbccddeeff\",role=\"spectator\"} 3\n")
-        );
+        let labels = "cohort=\"aabbccddeeff0011\",binding=\"mnemonic\",admin=\"none\"";
+        assert!(text.contains(&format!("bps_cohort_wrong_stream_total{{{labels}}} 4\n")));
+        assert!(text.contains(&format!("bps_cohort_joins_total{{{labels}}} 7\n")));
+        assert!(text.contains(&format!(
+            "bps_cohort_streams{{{labels},role=\"spectator\"}} 3\n"
+        )));
+        assert!(text.contains("bps_cohorts_other 3\n"));
+        assert!(text.contains("bps_cohort_other_wrong_stream 5\n"));
+        assert!(text.contains("bps_cohort_other_joins 0\n"));
+        assert!(text.contains("bps_cohort_other_streams{role=\"spectator\"} 6\n"));
     }
 
     #[test]
@@ -1003,36 +1141,71 @@ mod tests {
         }
     }
 
-    #[test]
-    fn protocol_figures_sum_registries_and_list_live_cohorts() {
-        use crate::protocol::counters::CohortCounters as ProtocolCohort;
+    fn registered(registry: &CounterRegistry, serial: u64, topic: u8) -> Arc<CohortCounters> {
+        let spec = bps_proto::Spec {
+            topic: [topic; 32],
+            binding: bps_proto::Binding::Mnemonic,
+            admin: None,
+            all: false,
+            history: false,
+            closed: false,
+        };
+        let cohort = Arc::new(CohortCounters::new(&spec.key(), &spec));
+        registry.register(serial, Arc::clone(&cohort));
+        cohort
+    }
 
+    #[test]
+    fn protocol_figures_sum_registries_and_bound_the_cohorts_shown() {
         let first = CounterRegistry::default();
         let second = CounterRegistry::default();
-        let cohort = Arc::new(ProtocolCohort::new("ab".repeat(20)));
-        first.register(1, Arc::clone(&cohort));
-        first.add(&cohort, ProtocolCounter::Retransmit, 2);
+        let one = registered(&first, 1, 1);
+        first.add(&one, ProtocolCounter::Retransmit, 2);
+        let two = registered(&second, 1, 2);
+        second.add(&two, ProtocolCounter::Retransmit, 4);
+        // Equal subscriber counts: the lower id is shown.
+        let (shown, hidden_retransmits) = if one.label().id < two.label().id {
+            (one, 4)
+        } else {
+            (two, 2)
+        };
+        let shown_retransmits = 6 - hidden_retransmits;
         second.add_total(ProtocolCounter::Retransmit, 3);
         second.add_total(ProtocolCounter::JoinsOk, 1);
-        let (totals, cohorts) = protocol_figures([&first, &second]);
+        let (totals, cohorts) = protocol_figures([&first, &second], 1);
         let value = |name: &str| {
             totals
                 .iter()
                 .find(|metric| metric.name == name)
                 .map(|metric| metric.value)
         };
-        assert_eq!(value("retransmit"), Some(5));
+        assert_eq!(value("retransmit"), Some(9));
         assert_eq!(value("joins_ok"), Some(1));
-        assert_eq!(value("cohorts_live"), Some(1));
-        assert_eq!(cohorts.len(), 1);
-        assert!(cohorts[0].counters.contains(&("retransmit", 2)));
-        let text = render_prometheus(&[], &totals, &cohorts, "epoll");
-        assert!(text.contains("bps_retransmit_total 5\n"));
-        assert!(text.contains("# HELP bps_joins_ok_total Joins answered OK.\n"));
-        assert!(text.contains("bps_cohort_retransmit_total{cohort=\"abababababababab\"} 2\n"));
+        assert_eq!(value("cohorts_live"), Some(2));
+        assert_eq!(cohorts.shown.len(), 1);
+        assert_eq!(cohorts.shown[0].label, *shown.label());
         assert!(
-            text.contains("bps_cohort_streams{cohort=\"abababababababab\",role=\"spectator\"} 0\n")
+            cohorts.shown[0]
+                .counters
+                .contains(&("retransmit", shown_retransmits))
         );
+        assert_eq!(cohorts.other.cohorts, 1);
+        assert!(
+            cohorts
+                .other
+                .counters
+                .contains(&("retransmit", hidden_retransmits))
+        );
+        let text = render_prometheus(&[], &totals, &cohorts, "epoll");
+        assert!(text.contains("bps_retransmit_total 9\n"));
+        assert!(text.contains("# HELP bps_joins_ok_total Joins answered OK.\n"));
+        assert!(text.contains(&format!(
+            "bps_cohort_retransmit_total{{cohort=\"{}\",binding=\"mnemonic\",admin=\"none\"}} {shown_retransmits}\n",
+            shown.label().id
+        )));
+        assert!(text.contains(&format!(
+            "bps_cohort_other_retransmit {hidden_retransmits}\n"
+        )));
     }
 
     #[test]

@@ -8,7 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bps_broker::admin::{AdminBackend, AdminServer};
-use bps_broker::metrics::{CohortSeries, CoreMetrics, MetricKind, MetricsSnapshot, ProtocolMetric};
+use bps_broker::metrics::{
+    CohortFigures, CohortSeries, CoreMetrics, MetricKind, MetricsSnapshot, OtherCohorts,
+    ProtocolMetric,
+};
+use bps_broker::protocol::CohortLabel;
 use serde_json::{Value, json};
 
 /// A backend whose answers the test controls.
@@ -55,11 +59,19 @@ impl AdminBackend for Fake {
                 kind: MetricKind::Counter,
                 value: 5,
             }],
-            cohorts: vec![CohortSeries {
-                key_hex: "0a20".repeat(10),
-                counters: vec![("retransmit", 5)],
-                streams_by_role: vec![("spectator", 2)],
-            }],
+            cohorts: CohortFigures {
+                shown: vec![CohortSeries {
+                    label: CohortLabel {
+                        id: "0a20".repeat(4),
+                        binding: "mnemonic".to_owned(),
+                        admin: "none".to_owned(),
+                    },
+                    subscribers: 2,
+                    counters: vec![("retransmit", 5)],
+                    streams_by_role: vec![("spectator", 2)],
+                }],
+                other: OtherCohorts::default(),
+            },
         }
     }
 
@@ -141,8 +153,8 @@ fn metrics_are_prometheus_text() {
     assert!(body.contains("bps_driver_info{driver=\"epoll\"} 1\n"));
     assert!(body.contains("bps_frames_in_total 3\n"));
     assert!(body.contains("bps_retransmit_total 5\n"));
-    assert!(body.contains("bps_cohort_retransmit_total{cohort=\"0a200a200a200a20\"} 5\n"));
-    assert!(body.contains("bps_cohort_invalid_roster_total{cohort=\"0a200a200a200a20\"} 0\n"));
+    assert!(body.contains("bps_cohort_retransmit_total{cohort=\"0a200a200a200a20\",binding=\"mnemonic\",admin=\"none\"} 5\n"));
+    assert!(body.contains("bps_cohort_invalid_roster_total{cohort=\"0a200a200a200a20\",binding=\"mnemonic\",admin=\"none\"} 0\n"));
     server.stop();
 }
 

@@ -250,20 +250,15 @@ fn wrong_challenge_unknown_kind_and_retransmit_are_dropped_and_the_stream_stays_
     expect_nothing(&mut spectator);
     expect_nothing(&mut session);
     // R40: the counters exist per cohort too.
-    let label = &spec.key().to_hex()[..16];
+    let label = bps_broker::protocol::CohortLabel::of(&spec.key(), &spec);
+    let label = format!(
+        "cohort=\"{}\",binding=\"{}\",admin=\"{}\"",
+        label.id, label.binding, label.admin
+    );
     broker.assert_metrics(&[
-        (
-            &format!("bps_cohort_wrong_challenge_total{{cohort=\"{label}\"}}"),
-            2,
-        ),
-        (
-            &format!("bps_cohort_unknown_kind_total{{cohort=\"{label}\"}}"),
-            1,
-        ),
-        (
-            &format!("bps_cohort_retransmit_total{{cohort=\"{label}\"}}"),
-            1,
-        ),
+        (&format!("bps_cohort_wrong_challenge_total{{{label}}}"), 2),
+        (&format!("bps_cohort_unknown_kind_total{{{label}}}"), 1),
+        (&format!("bps_cohort_retransmit_total{{{label}}}"), 1),
         ("bps_wrong_challenge_total", 2),
         ("bps_unknown_kind_total", 1),
         ("bps_retransmit_total", 1),

@@ -1,9 +1,11 @@
 //! Frames on a BPS stream: an unsigned LEB128 varint length, then that many protobuf bytes
 //! (BPS.md section 2, bee's delimited protobuf streams).
 //!
-//! Owns: splitting frames off a read buffer ([`next_frame`], [`peek_frame`]), encoding a
-//! message as one frame ([`encode_frame`]), decoding the three frame bodies ([`decode_join`],
-//! [`decode_ack`], [`decode_broadcast`]) and the frame size limits.
+//! Owns: [`Frame`] (one whole frame, length prefix and body, in one buffer: what a broker
+//! reads once and delivers unchanged), splitting frames off a read buffer ([`next_frame`],
+//! [`peek_frame`]), encoding a message as one frame ([`encode_frame`]), decoding the three
+//! frame bodies ([`decode_join`], [`decode_ack`], [`decode_broadcast`]) and the frame size
+//! limits.
 //!
 //! Never: touches a socket, judges what a frame means (that is [`crate::spec`] and the broker
 //! core), or allocates for a peer's declared length: an oversize length is refused as soon as
@@ -65,6 +67,14 @@ pub enum FrameError {
     VarintTooLong,
     /// The length varint's tenth byte carries bits beyond the 64th.
     VarintOverflow,
+    /// A buffer meant to hold exactly one frame (a WebSocket message) holds more or less
+    /// than its length prefix declares.
+    LengthMismatch {
+        /// Bytes the prefix and its declared body take.
+        declared: usize,
+        /// Bytes the buffer holds.
+        actual: usize,
+    },
 }
 
 impl fmt::Display for FrameError {
@@ -81,6 +91,10 @@ impl fmt::Display for FrameError {
                 "frame length varint is longer than {VARINT_BYTES_MAX} bytes"
             ),
             Self::VarintOverflow => write!(formatter, "frame length varint overflows u64"),
+            Self::LengthMismatch { declared, actual } => write!(
+                formatter,
+                "message of {actual} bytes holds a frame declaring {declared} bytes"
+            ),
         }
     }
 }
@@ -167,6 +181,95 @@ pub fn next_frame(buf: &mut BytesMut, frame_bytes_max: usize) -> Result<Option<B
 /// `Bytes` to every receiver (clones are reference counts).
 pub fn encode_frame(message: &impl Message) -> Bytes {
     Bytes::from(message.encode_length_delimited_to_vec())
+}
+
+/// One whole frame in one buffer: the varint length prefix followed by the body. A broker
+/// keeps a received frame in this form so that it can deliver the very same bytes to every
+/// receiver (section 1: byte for byte unchanged) without framing it again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    bytes: Bytes,
+    prefix_bytes: usize,
+}
+
+impl Frame {
+    /// The frame `header` describes, held in `bytes` (exactly `header.total_bytes()` long,
+    /// as [`peek_frame`] measured it in the buffer `bytes` was copied from).
+    ///
+    /// # Panics
+    /// If `bytes` is not exactly the frame `header` describes: a caller bug.
+    #[must_use]
+    pub fn from_header(bytes: Bytes, header: FrameHeader) -> Frame {
+        assert_eq!(
+            bytes.len(),
+            header.total_bytes(),
+            "a frame buffer holds exactly its frame"
+        );
+        Frame {
+            bytes,
+            prefix_bytes: header.prefix_bytes,
+        }
+    }
+
+    /// Parses a buffer that must hold exactly one frame (a WebSocket message of the native
+    /// endpoint), zero-copy.
+    ///
+    /// # Errors
+    /// A bad or oversize length prefix, an incomplete frame, or bytes beyond it.
+    pub fn parse_exact(bytes: Bytes, frame_bytes_max: usize) -> Result<Frame, FrameError> {
+        let actual = bytes.len();
+        match peek_frame(&bytes, frame_bytes_max)? {
+            Some(header) if header.total_bytes() == actual => Ok(Frame::from_header(bytes, header)),
+            Some(header) => Err(FrameError::LengthMismatch {
+                declared: header.total_bytes(),
+                actual,
+            }),
+            None => Err(FrameError::LengthMismatch {
+                declared: actual.saturating_add(1),
+                actual,
+            }),
+        }
+    }
+
+    /// `message` encoded as one frame.
+    #[must_use]
+    pub fn encode(message: &impl Message) -> Frame {
+        let body_bytes = message.encoded_len();
+        Frame {
+            bytes: encode_frame(message),
+            prefix_bytes: encoded_len_varint(body_bytes as u64),
+        }
+    }
+
+    /// The whole frame: what goes on the wire.
+    #[must_use]
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// The whole frame, owned.
+    #[must_use]
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+
+    /// The protobuf body (a zero-copy slice of the frame).
+    #[must_use]
+    pub fn body(&self) -> Bytes {
+        self.bytes.slice(self.prefix_bytes..)
+    }
+
+    /// Bytes of the whole frame.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the frame is empty (never: a frame has at least its one-byte prefix).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
 }
 
 /// Which frame a body was decoded as (the role and direction decide, there is no envelope).
@@ -284,6 +387,48 @@ mod tests {
         assert_eq!(decoded, ack);
         let offset = decoded.challenge.as_ptr() as usize - body.as_ptr() as usize;
         assert!(offset < body.len(), "challenge must slice the body");
+    }
+
+    #[test]
+    fn a_frame_keeps_prefix_and_body_in_one_buffer() {
+        let ack = Ack {
+            status: crate::pb::Status::Ok as i32,
+            challenge: Bytes::from(vec![7; CHALLENGE_BYTES]),
+        };
+        let frame = Frame::encode(&ack);
+        assert_eq!(frame.bytes(), &encode_frame(&ack));
+        assert_eq!(decode_ack(frame.body()).expect("valid Ack"), ack);
+        let parsed = Frame::parse_exact(frame.bytes().clone(), FRAME_BYTES_MAX_DEFAULT)
+            .expect("exactly one frame");
+        assert_eq!(parsed, frame);
+        assert_eq!(parsed.body().as_ptr(), offset_in(&parsed, 1));
+        let mut longer = frame.bytes().to_vec();
+        longer.push(0);
+        assert_eq!(
+            Frame::parse_exact(Bytes::from(longer), FRAME_BYTES_MAX_DEFAULT),
+            Err(FrameError::LengthMismatch {
+                declared: frame.len(),
+                actual: frame.len() + 1
+            })
+        );
+        let shorter = frame.bytes().slice(..frame.len() - 1);
+        assert!(matches!(
+            Frame::parse_exact(shorter, FRAME_BYTES_MAX_DEFAULT),
+            Err(FrameError::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            Frame::parse_exact(Bytes::new(), FRAME_BYTES_MAX_DEFAULT),
+            Err(FrameError::LengthMismatch { .. })
+        ));
+        assert_eq!(
+            Frame::parse_exact(frame.bytes().clone(), 10),
+            Err(FrameError::TooLarge { bytes: 36, max: 10 })
+        );
+    }
+
+    /// The address `offset` bytes into the frame's buffer.
+    fn offset_in(frame: &Frame, offset: usize) -> *const u8 {
+        frame.bytes()[offset..].as_ptr()
     }
 
     #[test]

@@ -29,9 +29,9 @@ pub use chunk_id::{
     SERVICE_PREFIX, feed_id, kind_from_i32, session_chunk_id, session_topic, soc_address,
 };
 pub use frame::{
-    BROADCAST_FRAME_BYTES_MAX, DecodeError, FRAME_BYTES_MAX_DEFAULT, FrameError, FrameHeader,
-    FrameType, SOC_BYTES_MAX, decode_ack, decode_broadcast, decode_join, encode_frame, next_frame,
-    peek_frame,
+    BROADCAST_FRAME_BYTES_MAX, DecodeError, FRAME_BYTES_MAX_DEFAULT, Frame, FrameError,
+    FrameHeader, FrameType, SOC_BYTES_MAX, decode_ack, decode_broadcast, decode_join, encode_frame,
+    next_frame, peek_frame,
 };
 pub use hash::{Keccak256, keccak256};
 pub use pb::{

@@ -162,6 +162,12 @@ impl Spec {
 pub struct CohortKey(Bytes);
 
 impl CohortKey {
+    /// A key from bytes a caller holds (an operator's `/cohortz?key=` lookup). Bytes that are
+    /// not some spec's canonical encoding simply match no cohort.
+    pub fn from_bytes(bytes: Bytes) -> CohortKey {
+        CohortKey(bytes)
+    }
+
     /// The canonical bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0

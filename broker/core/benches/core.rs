@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bps_core::{Action, Machine, Millis, PeerId, PeerLedger, ProtocolConfig, StreamId};
-use bps_proto::{Ack, Binding, Broadcast, Kind, Spec, encode_frame, next_frame, session_chunk_id};
+use bps_proto::{Ack, Binding, Broadcast, Frame, Kind, Spec, next_frame, session_chunk_id};
 use bps_verify::{Expect, SigningKey, Verified};
 use bytes::{Bytes, BytesMut};
 use prost::Message;
@@ -48,7 +48,7 @@ fn challenge_of(actions: &[Action], stream: StreamId) -> [u8; 32] {
 }
 
 /// A chunk with the right id and span; the signature is never checked (stubbed).
-fn frame(topic: &[u8; 32], challenge: &[u8; 32], index: u64) -> Bytes {
+fn frame(topic: &[u8; 32], challenge: &[u8; 32], index: u64) -> Frame {
     let id = session_chunk_id(Kind::Data, topic, challenge, index);
     let mut soc = Vec::with_capacity(105 + PAYLOAD_BYTES);
     soc.extend_from_slice(&id);
@@ -61,7 +61,7 @@ fn frame(topic: &[u8; 32], challenge: &[u8; 32], index: u64) -> Bytes {
         challenge: Bytes::copy_from_slice(challenge),
         index,
     };
-    body_of(&encode_frame(&broadcast))
+    Frame::encode(&broadcast)
 }
 
 fn run(subscribers: u64) -> (f64, f64) {
@@ -81,10 +81,10 @@ fn run(subscribers: u64) -> (f64, f64) {
         history: false,
         closed: false,
     };
-    let peer = PeerId(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let peer = PeerId::of(IpAddr::V4(Ipv4Addr::LOCALHOST));
     let mut actions = Vec::new();
     let publisher = StreamId::new(0, 0);
-    let join = |addr| spec.to_join(&addr).encode_to_vec().into();
+    let join = |addr| Frame::encode(&spec.to_join(&addr));
     machine.on_join(Millis(0), peer, publisher, join(admin.address()));
     machine.drain_actions(&mut actions);
     let challenge = challenge_of(&actions, publisher);
@@ -96,18 +96,18 @@ fn run(subscribers: u64) -> (f64, f64) {
     actions.clear();
     machine.drain_actions(&mut actions);
 
-    let frames: Vec<Bytes> = (0..WARMUP_PUBLICATIONS + PUBLICATIONS)
+    let frames: Vec<Frame> = (0..WARMUP_PUBLICATIONS + PUBLICATIONS)
         .map(|index| frame(&spec.topic, &challenge, index))
         .collect();
     let mut delivered = 0u64;
     let mut started = Instant::now();
-    for (index, body) in frames.into_iter().enumerate() {
+    for (index, frame) in frames.into_iter().enumerate() {
         if index as u64 == WARMUP_PUBLICATIONS {
             delivered = 0;
             started = Instant::now();
         }
         let now = Millis(1 + index as u64 / 1000);
-        machine.on_frame(now, publisher, body);
+        machine.on_frame(now, publisher, frame);
         actions.clear();
         machine.drain_actions(&mut actions);
         let mut verifications = Vec::new();

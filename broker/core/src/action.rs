@@ -7,13 +7,13 @@
 //! order the actions were drained.
 
 use std::fmt;
-use std::sync::Arc;
 
 use bps_proto::RejectReason;
 use bps_verify::{SocError, VerifyError, VerifyRequest};
 use bytes::Bytes;
 
 use super::counters::Counter;
+use super::fanout::Targets;
 use super::ids::{PeerId, StreamId, Ticket, WriteNotice};
 use super::time::Millis;
 
@@ -28,12 +28,10 @@ pub enum Action {
         frame: Bytes,
         notice: Option<WriteNotice>,
     },
-    /// Queue the same encoded frame on every target (sorted ascending, so grouped by core;
-    /// the publishing identity's streams are already excluded, R25).
-    Deliver {
-        frame: Bytes,
-        targets: Arc<[StreamId]>,
-    },
+    /// Queue the same encoded frame on every stream of `targets.all` except those in
+    /// `targets.except` (both ascending, so grouped by core; `except` holds the publishing
+    /// identity's streams, R25, and streams that get the frame on their own).
+    Deliver { frame: Bytes, targets: Targets },
     /// Verify a chunk and report the result through `on_verified(ticket, ..)`.
     Verify {
         ticket: Ticket,
@@ -75,6 +73,9 @@ pub enum CloseReason {
     /// A revoked stream that was exempt from R30 found no room in the fan-out bound; it
     /// leaves after its reduced roster.
     RevokedWithoutRoom,
+    /// The stream's frames were dropped without penalty (unknown kind, wrong challenge,
+    /// retransmit) faster than the configured rate; R15 and R16 allow the reset.
+    DropRate,
 }
 
 impl CloseReason {
@@ -91,7 +92,8 @@ impl CloseReason {
             | CloseReason::Violation(_)
             | CloseReason::ClaimTimeout
             | CloseReason::Superseded
-            | CloseReason::Inactive => false,
+            | CloseReason::Inactive
+            | CloseReason::DropRate => false,
         }
     }
 }
@@ -112,6 +114,7 @@ impl fmt::Display for CloseReason {
             CloseReason::RevokedWithoutRoom => {
                 f.write_str("revoked, and the cohort has no room for another reader")
             }
+            CloseReason::DropRate => f.write_str("too many dropped frames per second"),
         }
     }
 }

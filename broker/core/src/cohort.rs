@@ -62,7 +62,7 @@ impl Cohort {
             .then(|| DedupWindow::new(config.dedup_window_entries));
         Cohort {
             serial,
-            counters: Arc::new(CohortCounters::new(key.to_hex())),
+            counters: Arc::new(CohortCounters::new(&key, &spec)),
             key,
             spec,
             created: now,

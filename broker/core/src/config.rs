@@ -52,6 +52,21 @@ pub struct ProtocolConfig {
     /// Read window: frames of one stream read but not yet `Consumed`; the I/O layer stops
     /// reading a stream at this many (backpressure towards verification).
     pub frames_in_flight_per_stream_max: usize,
+    /// R15/R16: frames one stream may have dropped without penalty (unknown kind, wrong
+    /// challenge, retransmit) per second before it is reset; such frames cost reads and
+    /// decoding but no verification, so a peer could otherwise stream them forever. Two
+    /// streams of one identity (R29) drop each other's duplicates, so keep it well above the
+    /// publication rate of a redundant publisher. 0 disables the limit.
+    pub dropped_frames_per_stream_per_s_max: u32,
+    /// Connections one peer may hold that have not sent their Join yet, so idle sockets
+    /// from one address cannot take the broker's connection slots from everyone else.
+    pub prejoin_connections_per_peer_max: usize,
+    /// Join deadlines one peer may miss (within one blocklist period) before it is
+    /// blocklisted for `blocklist_join_timeout_ms`.
+    pub join_timeouts_per_peer_max: usize,
+    /// Blocklist duration after a peer missed `join_timeouts_per_peer_max` Join deadlines;
+    /// 0 disables.
+    pub blocklist_join_timeout_ms: u64,
     /// D11: serve `history = true`. Not implemented yet, so it must stay false and such
     /// Joins are REJECTED.
     pub history_enabled: bool,
@@ -77,6 +92,10 @@ impl Default for ProtocolConfig {
             blocklist_claim_timeout_ms: 60_000,
             blocklist_entries_max: 65_536,
             frames_in_flight_per_stream_max: 32,
+            dropped_frames_per_stream_per_s_max: 1_000,
+            prejoin_connections_per_peer_max: 16,
+            join_timeouts_per_peer_max: 4,
+            blocklist_join_timeout_ms: 60_000,
             history_enabled: false,
         }
     }
@@ -110,7 +129,7 @@ impl ProtocolConfig {
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
         let mut errors = Vec::new();
-        let at_least_one: [(&'static str, usize); 10] = [
+        let at_least_one: [(&'static str, usize); 12] = [
             ("streams_per_cohort_max", self.streams_per_cohort_max),
             (
                 "pending_streams_per_cohort_max",
@@ -132,6 +151,14 @@ impl ProtocolConfig {
             (
                 "frames_in_flight_per_stream_max",
                 self.frames_in_flight_per_stream_max,
+            ),
+            (
+                "prejoin_connections_per_peer_max",
+                self.prejoin_connections_per_peer_max,
+            ),
+            (
+                "join_timeouts_per_peer_max",
+                self.join_timeouts_per_peer_max,
             ),
         ];
         for (key, value) in at_least_one {

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use bps_proto::{CohortKey, Spec};
+
 use super::stream::Role;
 
 /// Every counter, per cohort and in total. The names are the exported metric names.
@@ -73,11 +75,14 @@ pub enum Counter {
     CohortsReclaimedInactive,
     /// Cohorts reclaimed after an EOS (R21).
     CohortsReclaimedEos,
+    /// R15/R16: streams reset for dropping frames (unknown kind, wrong challenge,
+    /// retransmit) faster than `dropped_frames_per_stream_per_s_max`.
+    DropRateResets,
 }
 
 impl Counter {
     /// Every counter, in export order.
-    pub const ALL: [Counter; 29] = [
+    pub const ALL: [Counter; 30] = [
         Counter::WrongStream,
         Counter::UnknownKind,
         Counter::WrongChallenge,
@@ -107,6 +112,7 @@ impl Counter {
         Counter::CohortsReclaimedEmpty,
         Counter::CohortsReclaimedInactive,
         Counter::CohortsReclaimedEos,
+        Counter::DropRateResets,
     ];
 
     /// The exported name.
@@ -142,6 +148,7 @@ impl Counter {
             Counter::CohortsReclaimedEmpty => "cohorts_reclaimed_empty",
             Counter::CohortsReclaimedInactive => "cohorts_reclaimed_inactive",
             Counter::CohortsReclaimedEos => "cohorts_reclaimed_eos",
+            Counter::DropRateResets => "drop_rate_resets",
         }
     }
 
@@ -186,29 +193,74 @@ impl CounterSet {
     }
 }
 
+/// Hex digits of the cohort id label: 64 bits of keccak256 of the whole canonical key, so
+/// two live cohorts share an id with probability below 2^-40 even at 4096 cohorts.
+pub const COHORT_ID_HEX_DIGITS: usize = 16;
+
+/// What names one cohort's series: a hash of its whole canonical key (R1), plus its binding
+/// and admin so that a dashboard can tell cohorts of one topic apart at a glance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CohortLabel {
+    /// The first `COHORT_ID_HEX_DIGITS` hex digits of keccak256(canonical key).
+    pub id: String,
+    /// The binding's name, lowercase (`mnemonic`, `feed_topic`, ...).
+    pub binding: String,
+    /// The admin address in hex, or `none` under implicit authorship.
+    pub admin: String,
+}
+
+impl CohortLabel {
+    /// The label of the cohort of `spec`, whose canonical key is `key`.
+    #[must_use]
+    pub fn of(key: &CohortKey, spec: &Spec) -> CohortLabel {
+        let digest = bps_proto::keccak256(key.as_bytes());
+        let mut id = hex::encode(digest);
+        id.truncate(COHORT_ID_HEX_DIGITS);
+        CohortLabel {
+            id,
+            binding: spec.binding.to_string().to_ascii_lowercase(),
+            admin: spec.admin.map_or_else(|| "none".to_owned(), hex::encode),
+        }
+    }
+}
+
 /// The counters and role gauges of one cohort.
 #[derive(Debug)]
 pub struct CohortCounters {
     key_hex: String,
+    label: CohortLabel,
     counters: CounterSet,
     roles: [AtomicU64; Role::ALL.len()],
 }
 
 impl CohortCounters {
-    /// Zeroed counters for the cohort whose canonical key is `key_hex`.
+    /// Zeroed counters for the cohort of `spec`, whose canonical key is `key`.
     #[must_use]
-    pub fn new(key_hex: String) -> Self {
+    pub fn new(key: &CohortKey, spec: &Spec) -> Self {
         CohortCounters {
-            key_hex,
+            key_hex: key.to_hex(),
+            label: CohortLabel::of(key, spec),
             counters: CounterSet::default(),
             roles: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
-    /// The cohort's canonical key as hex (the metric label).
+    /// The cohort's canonical key as hex (R1), as `/cohortz` shows it.
     #[must_use]
     pub fn key_hex(&self) -> &str {
         &self.key_hex
+    }
+
+    /// The labels of the cohort's metric series.
+    #[must_use]
+    pub fn label(&self) -> &CohortLabel {
+        &self.label
+    }
+
+    /// Streams that receive the cohort's deliveries (spectators and publishers, R25).
+    #[must_use]
+    pub fn subscribers(&self) -> u64 {
+        self.role_count(Role::Spectator) + self.role_count(Role::Publisher)
     }
 
     /// The cohort's counters.
@@ -311,8 +363,44 @@ impl CounterRegistry {
 mod tests {
     use std::sync::Arc;
 
-    use super::{CohortCounters, Counter, CounterRegistry};
+    use bps_proto::{Binding, Spec};
+
+    use super::{CohortCounters, CohortLabel, Counter, CounterRegistry};
     use crate::stream::Role;
+
+    fn spec(topic: u8, admin: Option<[u8; 20]>) -> Spec {
+        Spec {
+            topic: [topic; 32],
+            binding: Binding::FeedTopic,
+            admin,
+            all: false,
+            history: false,
+            closed: false,
+        }
+    }
+
+    fn counters(spec: &Spec) -> CohortCounters {
+        CohortCounters::new(&spec.key(), spec)
+    }
+
+    #[test]
+    fn labels_tell_apart_cohorts_of_one_topic() {
+        let first = spec(1, Some([2; 20]));
+        let second = spec(1, Some([3; 20]));
+        let implicit = spec(1, None);
+        let labels: Vec<CohortLabel> = [&first, &second, &implicit]
+            .iter()
+            .map(|spec| CohortLabel::of(&spec.key(), spec))
+            .collect();
+        assert_ne!(labels[0].id, labels[1].id);
+        assert_ne!(labels[0].id, labels[2].id);
+        assert_eq!(labels[0].id.len(), super::COHORT_ID_HEX_DIGITS);
+        let digest = hex::encode(bps_proto::keccak256(first.key().as_bytes()));
+        assert!(digest.starts_with(&labels[0].id));
+        assert_eq!(labels[0].binding, "feed_topic");
+        assert_eq!(labels[0].admin, hex::encode([2; 20]));
+        assert_eq!(labels[2].admin, "none");
+    }
 
     #[test]
     fn every_counter_has_its_own_slot_and_name() {
@@ -328,7 +416,7 @@ mod tests {
     #[test]
     fn totals_survive_deregistration() {
         let registry = CounterRegistry::default();
-        let cohort = Arc::new(CohortCounters::new("0a".into()));
+        let cohort = Arc::new(counters(&spec(1, None)));
         registry.register(7, Arc::clone(&cohort));
         registry.add(&cohort, Counter::Retransmit, 3);
         registry.add_total(Counter::JoinsRejected, 1);
@@ -343,7 +431,7 @@ mod tests {
 
     #[test]
     fn role_gauges_move_both_ways() {
-        let cohort = CohortCounters::new(String::new());
+        let cohort = counters(&spec(1, None));
         cohort.enter_role(Role::Pending);
         cohort.enter_role(Role::Pending);
         cohort.leave_role(Role::Pending);

@@ -51,13 +51,15 @@ impl Deadlines {
         }
     }
 
-    /// The time to arm when the earliest entry is earlier than the armed timer.
-    pub fn rearm(&mut self) -> Option<Millis> {
+    /// The time to arm when the earliest entry is earlier than the armed timer: that entry's
+    /// time, or `now` for an entry already due (a tick that hit its budget).
+    pub fn rearm(&mut self, now: Millis) -> Option<Millis> {
         let Reverse((earliest, _)) = self.heap.peek()?;
-        if self.armed.is_some_and(|armed| armed <= *earliest) {
+        let at = (*earliest).max(now);
+        if self.armed.is_some_and(|armed| armed <= at) {
             return None;
         }
-        self.armed = Some(*earliest);
+        self.armed = Some(at);
         self.armed
     }
 
@@ -109,21 +111,31 @@ mod tests {
     #[test]
     fn rearm_only_when_the_earliest_moves_earlier() {
         let mut deadlines = Deadlines::default();
-        assert_eq!(deadlines.rearm(), None);
+        assert_eq!(deadlines.rearm(Millis(0)), None);
         deadlines.push(Millis(30), DeadlineKey::Inactivity(1));
-        assert_eq!(deadlines.rearm(), Some(Millis(30)));
+        assert_eq!(deadlines.rearm(Millis(0)), Some(Millis(30)));
         deadlines.push(Millis(40), DeadlineKey::Inactivity(2));
-        assert_eq!(deadlines.rearm(), None);
+        assert_eq!(deadlines.rearm(Millis(0)), None);
         deadlines.push(Millis(20), DeadlineKey::Inactivity(3));
-        assert_eq!(deadlines.rearm(), Some(Millis(20)));
+        assert_eq!(deadlines.rearm(Millis(0)), Some(Millis(20)));
         deadlines.timer_fired(Millis(19));
-        assert_eq!(deadlines.rearm(), None);
+        assert_eq!(deadlines.rearm(Millis(0)), None);
         deadlines.timer_fired(Millis(20));
         assert_eq!(
             deadlines.pop_due(Millis(20)),
             Some((Millis(20), DeadlineKey::Inactivity(3)))
         );
-        assert_eq!(deadlines.rearm(), Some(Millis(30)));
+        assert_eq!(deadlines.rearm(Millis(0)), Some(Millis(30)));
+    }
+
+    #[test]
+    fn an_entry_already_due_arms_at_now() {
+        let mut deadlines = Deadlines::default();
+        deadlines.push(Millis(5), DeadlineKey::Inactivity(1));
+        assert_eq!(deadlines.rearm(Millis(9)), Some(Millis(9)));
+        assert_eq!(deadlines.rearm(Millis(9)), None);
+        deadlines.timer_fired(Millis(9));
+        assert_eq!(deadlines.rearm(Millis(12)), Some(Millis(12)));
     }
 
     #[test]
@@ -134,7 +146,7 @@ mod tests {
         deadlines.push(Millis(3), DeadlineKey::Inactivity(3));
         deadlines.drop_dead_top(|_, key| key != DeadlineKey::Inactivity(1));
         assert_eq!(deadlines.len(), 2);
-        assert_eq!(deadlines.rearm(), Some(Millis(2)));
+        assert_eq!(deadlines.rearm(Millis(0)), Some(Millis(2)));
         deadlines.drop_dead_top(|_, _| false);
         assert_eq!(deadlines.len(), 0);
     }

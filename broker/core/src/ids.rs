@@ -1,14 +1,14 @@
 //! Identifiers the machine and the I/O layer exchange.
 //!
 //! Owns: `StreamId` (assigned by the I/O layer; the owning core in the top 8 bits so that a
-//! sorted target list is grouped by core), `PeerId` (the remote IP address: a peer for R32,
-//! R33 and the blocklist), `Ticket` (one verification job, issued by the machine) and
+//! sorted target list is grouped by core), `PeerId` (a peer for R32, R33, the pre-Join cap
+//! and the blocklist: an IPv4 address, or an IPv6 /64), `Ticket` (one verification job, issued by the machine) and
 //! `WriteNotice` (a token the I/O layer hands back once a frame that asked for it is on the
 //! wire, R24).
 //! Never does: allocate ids for the I/O layer or interpret an address beyond equality.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use serde::Serialize;
 
@@ -53,9 +53,48 @@ impl fmt::Display for StreamId {
     }
 }
 
-/// A remote peer: its IP address (one connection per stream on the native transport).
+/// Leading bits of an IPv6 address that name one peer. A /64 is what one subscriber line or
+/// one host is given, so every per-peer bound would be worthless if each of its 2^64
+/// addresses counted as its own peer.
+pub const IPV6_PEER_PREFIX_BITS: u32 = 64;
+
+/// A remote peer: its IPv4 address, or its IPv6 address cut to the /64 it lies in (an
+/// IPv4-mapped IPv6 address is its IPv4 address). Built only through [`PeerId::of`], so no
+/// bound can be keyed by anything finer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct PeerId(pub IpAddr);
+pub struct PeerId(IpAddr);
+
+impl PeerId {
+    /// The peer a remote address belongs to.
+    #[must_use]
+    pub fn of(ip: IpAddr) -> PeerId {
+        match ip {
+            IpAddr::V4(v4) => PeerId(IpAddr::V4(v4)),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => PeerId(IpAddr::V4(v4)),
+                None => {
+                    let mask = u128::MAX << (128 - IPV6_PEER_PREFIX_BITS);
+                    PeerId(IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask)))
+                }
+            },
+        }
+    }
+
+    /// The address that names the peer (an IPv6 peer's /64 with the host bits zero).
+    #[must_use]
+    pub fn ip(self) -> IpAddr {
+        self.0
+    }
+}
+
+impl fmt::Display for PeerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            IpAddr::V4(v4) => write!(f, "{v4}"),
+            IpAddr::V6(v6) => write!(f, "{v6}/{IPV6_PEER_PREFIX_BITS}"),
+        }
+    }
+}
 
 /// One verification job issued by a `Machine`; its result comes back through
 /// `Machine::on_verified` with the same ticket.
@@ -85,7 +124,30 @@ impl WriteNotice {
 
 #[cfg(test)]
 mod tests {
-    use super::StreamId;
+    use std::net::IpAddr;
+
+    use super::{PeerId, StreamId};
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().expect("literal address")
+    }
+
+    #[test]
+    fn ipv6_peers_are_their_slash_64() {
+        let one = PeerId::of(ip("2001:db8:1:2:aaaa::1"));
+        assert_eq!(one, PeerId::of(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")));
+        assert_ne!(one, PeerId::of(ip("2001:db8:1:3::1")));
+        assert_eq!(one.ip(), ip("2001:db8:1:2::"));
+        assert_eq!(one.to_string(), "2001:db8:1:2::/64");
+    }
+
+    #[test]
+    fn ipv4_peers_are_their_address_also_when_mapped() {
+        let v4 = PeerId::of(ip("192.0.2.7"));
+        assert_eq!(v4, PeerId::of(ip("::ffff:192.0.2.7")));
+        assert_ne!(v4, PeerId::of(ip("192.0.2.8")));
+        assert_eq!(v4.to_string(), "192.0.2.7");
+    }
 
     #[test]
     fn stream_id_keeps_core_in_top_bits() {

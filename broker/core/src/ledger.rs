@@ -1,18 +1,23 @@
 //! State shared by every core's machine about peers and the broker as a whole.
 //!
 //! Owns: `PeerLedger`: the number of live cohorts (R31, broker-wide), each peer's number of
-//! live cohorts (R32) and the blocklist (R39), all bounded (expired and idle entries are
-//! removed, the blocklist has a maximum size).
-//! Never does: anything per frame. It is behind one mutex, taken at Join, when a peer leaves
-//! its last stream of a cohort, when a cohort is created or reclaimed, and on a violation.
+//! live cohorts (R32), each peer's connections that have not sent a Join yet, each peer's
+//! missed Join deadlines, and the blocklist (R39), all bounded (expired and idle entries are
+//! removed; the blocklist and the table of missed deadlines have a maximum size).
+//! Never does: anything per frame. It is behind one mutex, taken at accept, at Join, when a
+//! peer leaves its last stream of a cohort, when a cohort is created or reclaimed, and on a
+//! violation or a missed deadline.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
 use super::config::ProtocolConfig;
 use super::ids::PeerId;
 use super::time::Millis;
+
+/// Superseded blocklist expiries tolerated beyond twice the live entries before a sweep.
+const EXPIRIES_SLACK: usize = 64;
 
 /// The broker-wide bounds, replaced by `reconfigure`.
 #[derive(Clone, Copy, Debug)]
@@ -20,6 +25,9 @@ struct Bounds {
     cohorts_max: usize,
     cohorts_per_peer_max: usize,
     blocklist_entries_max: usize,
+    prejoin_connections_per_peer_max: usize,
+    join_timeouts_per_peer_max: usize,
+    blocklist_join_timeout_ms: u64,
 }
 
 impl Bounds {
@@ -28,8 +36,18 @@ impl Bounds {
             cohorts_max: config.cohorts_max,
             cohorts_per_peer_max: config.cohorts_per_peer_max,
             blocklist_entries_max: config.blocklist_entries_max,
+            prejoin_connections_per_peer_max: config.prejoin_connections_per_peer_max,
+            join_timeouts_per_peer_max: config.join_timeouts_per_peer_max,
+            blocklist_join_timeout_ms: config.blocklist_join_timeout_ms,
         }
     }
+}
+
+/// A peer's missed Join deadlines since its first one in the current window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Strikes {
+    first: Millis,
+    count: usize,
 }
 
 #[derive(Debug)]
@@ -39,8 +57,15 @@ struct LedgerState {
     peer_cohorts: HashMap<PeerId, usize>,
     blocked_until: HashMap<PeerId, Millis>,
     /// Every blocklist entry with its expiry; entries superseded by a later `block` of the
-    /// same peer stay here until they reach the top and are skipped.
+    /// same peer stay here until they reach the top and are skipped, or until they outnumber
+    /// the live entries and are swept.
     expiries: BinaryHeap<Reverse<(Millis, PeerId)>>,
+    /// Connections per peer that have not sent their Join yet.
+    prejoin: HashMap<PeerId, usize>,
+    /// Missed Join deadlines per peer, and the peers in the order of their first strike
+    /// (entries whose strikes were cleared or renewed are skipped when they reach the front).
+    strikes: HashMap<PeerId, Strikes>,
+    strike_order: VecDeque<(Millis, PeerId)>,
 }
 
 /// Broker-wide peer and cohort accounting, shared by all cores through an `Arc`.
@@ -58,6 +83,10 @@ pub struct LedgerSnapshot {
     pub peers_attached: usize,
     /// Blocklisted peers (expired ones may linger until the next ledger call).
     pub peers_blocked: usize,
+    /// Connections that have not sent their Join yet, all peers together.
+    pub prejoin_connections: usize,
+    /// Peers with missed Join deadlines on record.
+    pub peers_with_join_timeouts: usize,
 }
 
 impl PeerLedger {
@@ -71,6 +100,9 @@ impl PeerLedger {
                 peer_cohorts: HashMap::new(),
                 blocked_until: HashMap::new(),
                 expiries: BinaryHeap::new(),
+                prejoin: HashMap::new(),
+                strikes: HashMap::new(),
+                strike_order: VecDeque::new(),
             }),
         }
     }
@@ -160,6 +192,105 @@ impl PeerLedger {
         }
         state.blocked_until.insert(peer, until);
         state.expiries.push(Reverse((until, peer)));
+        if state.expiries.len() > 2 * state.blocked_until.len() + EXPIRIES_SLACK {
+            let live = &state.blocked_until;
+            let kept: Vec<Reverse<(Millis, PeerId)>> = state
+                .expiries
+                .iter()
+                .filter(|Reverse((until, peer))| live.get(peer) == Some(until))
+                .copied()
+                .collect();
+            state.expiries = kept.into();
+        }
+    }
+
+    /// Counts one more connection of `peer` that has not sent its Join; false when the peer
+    /// already holds `prejoin_connections_per_peer_max` of them.
+    pub fn try_enter_prejoin(&self, peer: PeerId) -> bool {
+        let mut state = self.state();
+        let max = state.bounds.prejoin_connections_per_peer_max;
+        let count = state.prejoin.entry(peer).or_insert(0);
+        if *count >= max {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// A connection counted by `try_enter_prejoin` sent its Join or closed.
+    ///
+    /// # Panics
+    /// If `peer` has no such connection.
+    pub fn leave_prejoin(&self, peer: PeerId) {
+        let mut state = self.state();
+        let count = state
+            .prejoin
+            .get_mut(&peer)
+            .expect("peer leaves a pre-Join slot it never took");
+        *count -= 1;
+        if *count == 0 {
+            state.prejoin.remove(&peer);
+        }
+    }
+
+    /// `peer` missed a Join deadline at `now`. At `join_timeouts_per_peer_max` strikes within
+    /// one `blocklist_join_timeout_ms` it is blocklisted for that long; the time it is blocked
+    /// until is returned then.
+    pub fn note_join_timeout(&self, peer: PeerId, now: Millis) -> Option<Millis> {
+        let mut state = self.state();
+        let bounds = state.bounds;
+        if bounds.blocklist_join_timeout_ms == 0 {
+            return None;
+        }
+        Self::forget_stale_strikes(&mut state, now);
+        let strikes = match state.strikes.get(&peer).copied() {
+            Some(strikes) => Strikes {
+                count: strikes.count + 1,
+                ..strikes
+            },
+            None => {
+                if state.strikes.len() >= bounds.blocklist_entries_max {
+                    Self::forget_oldest_strike(&mut state);
+                }
+                state.strike_order.push_back((now, peer));
+                Strikes {
+                    first: now,
+                    count: 1,
+                }
+            }
+        };
+        if strikes.count < bounds.join_timeouts_per_peer_max {
+            state.strikes.insert(peer, strikes);
+            return None;
+        }
+        state.strikes.remove(&peer);
+        drop(state);
+        let until = now.plus_ms(bounds.blocklist_join_timeout_ms);
+        self.block(peer, until, now);
+        Some(until)
+    }
+
+    fn forget_stale_strikes(state: &mut LedgerState, now: Millis) {
+        let window = state.bounds.blocklist_join_timeout_ms;
+        while let Some((first, peer)) = state.strike_order.front().copied() {
+            let current = state.strikes.get(&peer).map(|strikes| strikes.first);
+            if current == Some(first) && first.plus_ms(window) > now {
+                return;
+            }
+            state.strike_order.pop_front();
+            if current == Some(first) {
+                state.strikes.remove(&peer);
+            }
+        }
+    }
+
+    fn forget_oldest_strike(state: &mut LedgerState) {
+        while let Some((first, peer)) = state.strike_order.pop_front() {
+            if state.strikes.get(&peer).map(|strikes| strikes.first) == Some(first) {
+                state.strikes.remove(&peer);
+                return;
+            }
+        }
     }
 
     /// Whether `peer` is blocklisted at `now`.
@@ -180,6 +311,8 @@ impl PeerLedger {
             cohorts_live: state.cohorts_live,
             peers_attached: state.peer_cohorts.len(),
             peers_blocked: state.blocked_until.len(),
+            prejoin_connections: state.prejoin.values().sum(),
+            peers_with_join_timeouts: state.strikes.len(),
         }
     }
 
@@ -215,7 +348,71 @@ mod tests {
     use crate::time::Millis;
 
     fn peer(last: u8) -> PeerId {
-        PeerId(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)))
+        PeerId::of(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)))
+    }
+
+    #[test]
+    fn prejoin_connections_are_capped_per_peer() {
+        let ledger = PeerLedger::new(&ProtocolConfig {
+            prejoin_connections_per_peer_max: 2,
+            ..ProtocolConfig::default()
+        });
+        assert!(ledger.try_enter_prejoin(peer(1)));
+        assert!(ledger.try_enter_prejoin(peer(1)));
+        assert!(!ledger.try_enter_prejoin(peer(1)));
+        assert!(ledger.try_enter_prejoin(peer(2)));
+        ledger.leave_prejoin(peer(1));
+        assert!(ledger.try_enter_prejoin(peer(1)));
+        assert_eq!(ledger.snapshot().prejoin_connections, 3);
+    }
+
+    #[test]
+    fn missed_join_deadlines_blocklist_at_the_threshold() {
+        let ledger = PeerLedger::new(&ProtocolConfig {
+            join_timeouts_per_peer_max: 3,
+            blocklist_join_timeout_ms: 1_000,
+            ..ProtocolConfig::default()
+        });
+        assert_eq!(ledger.note_join_timeout(peer(1), Millis(0)), None);
+        assert_eq!(ledger.note_join_timeout(peer(1), Millis(10)), None);
+        assert_eq!(ledger.note_join_timeout(peer(2), Millis(10)), None);
+        assert_eq!(
+            ledger.note_join_timeout(peer(1), Millis(20)),
+            Some(Millis(1_020))
+        );
+        assert!(ledger.is_blocked(peer(1), Millis(21)));
+        assert!(!ledger.is_blocked(peer(2), Millis(21)));
+        // Strikes older than the window are forgotten.
+        assert_eq!(ledger.note_join_timeout(peer(2), Millis(2_000)), None);
+        assert_eq!(ledger.note_join_timeout(peer(2), Millis(2_001)), None);
+        assert_eq!(ledger.snapshot().peers_with_join_timeouts, 1);
+    }
+
+    #[test]
+    fn the_strike_table_is_bounded() {
+        let ledger = PeerLedger::new(&ProtocolConfig {
+            blocklist_entries_max: 2,
+            join_timeouts_per_peer_max: 2,
+            ..ProtocolConfig::default()
+        });
+        for last in 1..=5 {
+            assert_eq!(ledger.note_join_timeout(peer(last), Millis(0)), None);
+        }
+        assert_eq!(ledger.snapshot().peers_with_join_timeouts, 2);
+        // The oldest were forgotten: peer 1 starts over, peer 5 reaches the threshold.
+        assert_eq!(ledger.note_join_timeout(peer(1), Millis(1)), None);
+        assert!(ledger.note_join_timeout(peer(5), Millis(1)).is_some());
+    }
+
+    #[test]
+    fn superseded_blocklist_expiries_are_swept() {
+        let ledger = PeerLedger::new(&ProtocolConfig::default());
+        for until in 1..=1_000 {
+            ledger.block(peer(1), Millis(until), Millis(0));
+        }
+        let state = ledger.state();
+        assert_eq!(state.blocked_until.len(), 1);
+        assert!(state.expiries.len() <= 2 + super::EXPIRIES_SLACK + 1);
     }
 
     #[test]

@@ -39,6 +39,7 @@
 pub mod action;
 pub mod config;
 pub mod counters;
+pub mod fanout;
 pub mod ids;
 pub mod ledger;
 pub mod machine;
@@ -50,11 +51,12 @@ mod cohort;
 mod cursor;
 mod deadlines;
 mod dedup;
-mod fanout;
 mod roster;
 mod stream;
 mod validation;
 
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 #[cfg(test)]
 mod tests;
 
@@ -62,11 +64,12 @@ pub use action::{
     Action, CloseReason, ClosedBy, FullCause, InvalidSoc, RejectCause, Violation, WrongStream,
 };
 pub use config::{ConfigError, ProtocolConfig};
-pub use counters::{CohortCounters, Counter, CounterRegistry, CounterSet};
+pub use counters::{CohortCounters, CohortLabel, Counter, CounterRegistry, CounterSet};
+pub use fanout::Targets;
 pub use ids::{PeerId, StreamId, Ticket, WriteNotice};
 pub use ledger::{LedgerSnapshot, PeerLedger};
 pub use machine::Machine;
 pub use outbound::{OutboundQueue, QueueFull};
-pub use snapshot::{CohortSnapshot, MachineSnapshot, StreamSnapshot};
+pub use snapshot::{CohortStreams, CohortSummary, StreamSnapshot};
 pub use stream::Role;
 pub use time::Millis;

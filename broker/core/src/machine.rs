@@ -20,11 +20,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bps_proto::{
-    Ack, Address, Authorship, Binding, CohortKey, Hash, Status, ValidJoin, decode_join,
+    Ack, Address, Authorship, Binding, CohortKey, Frame, Hash, Status, ValidJoin, decode_join,
     decode_roster, encode_frame, validate_join,
 };
 use bps_verify::{Verified, VerifyError};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use rand::RngCore;
 use rand::rngs::StdRng;
 
@@ -35,12 +35,17 @@ use super::cohort::Cohort;
 use super::config::ProtocolConfig;
 use super::counters::{CohortCounters, Counter, CounterRegistry};
 use super::deadlines::{DeadlineKey, Deadlines};
+use super::fanout::Targets;
 use super::ids::{PeerId, StreamId, Ticket, WriteNotice};
 use super::ledger::PeerLedger;
-use super::snapshot::{MachineSnapshot, snapshot_cohort};
-use super::stream::{Checked, FrameKind, InFlight, Revocation, Role, Stream};
+use super::snapshot::{CohortStreams, CohortSummary, page_of_streams, summarize};
+use super::stream::{Checked, DropWindow, FrameKind, InFlight, Revocation, Role, Stream};
 use super::time::Millis;
 use super::validation::{FrameContext, Verdict, check_frame};
+
+/// Deadlines one `on_tick` runs at most: a burst of expiring streams (ten thousand claims
+/// timing out together) is spread over turns, so the core keeps answering in between.
+pub const DEADLINES_PER_TICK_MAX: usize = 1024;
 
 /// Why a cohort is reclaimed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +109,7 @@ impl Outbox {
         });
     }
 
-    fn deliver(&mut self, counters: &CohortCounters, frame: Bytes, targets: Arc<[StreamId]>) {
+    fn deliver(&mut self, counters: &CohortCounters, frame: Bytes, targets: Targets) {
         if targets.is_empty() {
             return;
         }
@@ -230,20 +235,31 @@ impl Machine {
         out.append(&mut self.out.actions);
     }
 
-    /// The state of every cohort, for the admin JSON view.
+    /// One summary per cohort homed here, oldest first (for `/cohortz`): O(cohorts), no
+    /// stream is visited.
     #[must_use]
-    pub fn snapshot(&self) -> MachineSnapshot {
+    pub fn summaries(&self) -> Vec<CohortSummary> {
         let mut cohorts: Vec<&Cohort> = self.cohorts.values().collect();
         cohorts.sort_by_key(|cohort| cohort.serial);
-        MachineSnapshot {
-            cohorts: cohorts
-                .into_iter()
-                .map(|cohort| snapshot_cohort(cohort, &self.streams))
-                .collect(),
-            streams: self.streams.len(),
-            verifications_in_flight: self.tickets.len(),
-            totals: self.out.registry.totals().snapshot(),
-        }
+        cohorts.into_iter().map(summarize).collect()
+    }
+
+    /// Up to `limit` streams of the cohort with canonical key `key`, from the `offset`-th
+    /// (ascending ids); `None` when no such cohort is homed here.
+    #[must_use]
+    pub fn cohort_streams(
+        &self,
+        key: &CohortKey,
+        offset: usize,
+        limit: usize,
+    ) -> Option<CohortStreams> {
+        let serial = self.cohort_by_key.get(key)?;
+        Some(page_of_streams(
+            self.cohort(*serial),
+            &self.streams,
+            offset,
+            limit,
+        ))
     }
 
     /// The first frame of a new stream (R2). The answer is an `Ack` (OK, FULL or REJECTED,
@@ -251,24 +267,24 @@ impl Machine {
     ///
     /// # Panics
     /// If `stream` is already attached (the I/O layer never reuses a stream id).
-    pub fn on_join(&mut self, now: Millis, peer: PeerId, stream: StreamId, join_body: Bytes) {
+    pub fn on_join(&mut self, now: Millis, peer: PeerId, stream: StreamId, join: Frame) {
         assert!(
             !self.streams.contains_key(&stream),
             "stream {stream} joined twice"
         );
-        self.join(now, peer, stream, join_body);
-        self.rearm();
+        self.join(now, peer, stream, join);
+        self.rearm(now);
     }
 
-    /// A later frame of a stream: always a Broadcast body. Exactly one `Consumed` follows for
+    /// A later frame of a stream: always a Broadcast. Exactly one `Consumed` follows for
     /// it, now or once its verification is done.
     ///
     /// # Panics
     /// If the stream already has `frames_in_flight_per_stream_max` frames not yet consumed
     /// (the I/O layer's read window forbids it).
-    pub fn on_frame(&mut self, now: Millis, stream: StreamId, body: Bytes) {
-        self.frame(now, stream, body);
-        self.rearm();
+    pub fn on_frame(&mut self, now: Millis, stream: StreamId, frame: Frame) {
+        self.frame(now, stream, frame);
+        self.rearm(now);
     }
 
     /// The result of an `Action::Verify`.
@@ -295,7 +311,7 @@ impl Machine {
             slot.result = Some(result);
             self.apply_ready(now, stream_id);
         }
-        self.rearm();
+        self.rearm(now);
     }
 
     /// A frame sent with a `WriteNotice` is on the wire (R24: the revocation grace starts).
@@ -310,8 +326,7 @@ impl Machine {
     }
 
     /// The I/O layer ended a stream (a stream the machine closed itself is already forgotten).
-    /// `_now` keeps the inputs uniform; nothing about a close depends on the time.
-    pub fn on_closed(&mut self, _now: Millis, stream: StreamId, by: ClosedBy) {
+    pub fn on_closed(&mut self, now: Millis, stream: StreamId, by: ClosedBy) {
         let Some(attached) = self.streams.get(&stream) else {
             return;
         };
@@ -320,19 +335,24 @@ impl Machine {
             self.out.count(&counters, Counter::QueueReset);
         }
         self.close_stream(stream, None);
-        self.rearm();
+        self.rearm(now);
     }
 
-    /// Time passed: runs every deadline due at `now` (R34, R35).
+    /// Time passed: runs the deadlines due at `now` (R34, R35), at most
+    /// `DEADLINES_PER_TICK_MAX` of them; when more are due it arms a timer at `now`, so the
+    /// I/O layer ticks again on its next turn instead of stalling one turn on a long list.
     pub fn on_tick(&mut self, now: Millis) {
         self.deadlines.timer_fired(now);
-        while let Some((at, key)) = self.deadlines.pop_due(now) {
+        for _ in 0..DEADLINES_PER_TICK_MAX {
+            let Some((at, key)) = self.deadlines.pop_due(now) else {
+                break;
+            };
             match key {
                 DeadlineKey::Claim(stream_id) => self.claim_deadline_due(now, at, stream_id),
                 DeadlineKey::Inactivity(serial) => self.inactivity_deadline_due(now, at, serial),
             }
         }
-        self.rearm();
+        self.rearm(now);
     }
 
     fn cohort(&self, serial: u64) -> &Cohort {
@@ -343,7 +363,7 @@ impl Machine {
 
     // ---- Join (R1..R5, R29..R33, R37) ----
 
-    fn join(&mut self, now: Millis, peer: PeerId, stream_id: StreamId, join_body: Bytes) {
+    fn join(&mut self, now: Millis, peer: PeerId, stream_id: StreamId, join: Frame) {
         if self.ledger.is_blocked(peer, now) {
             self.out.registry.add_total(Counter::JoinsBlocked, 1);
             self.out.push(Action::Close {
@@ -352,7 +372,7 @@ impl Machine {
             });
             return;
         }
-        let valid = match decode_join(join_body) {
+        let valid = match decode_join(join.body()) {
             Err(_) => {
                 return self.refuse(
                     stream_id,
@@ -516,6 +536,7 @@ impl Machine {
             roster_seen: 0,
             in_flight: Default::default(),
             backlog: Default::default(),
+            drops: DropWindow::default(),
         };
         cohort.attach(stream_id, &stream);
         self.out.count(&cohort.counters, Counter::JoinsOk);
@@ -565,7 +586,7 @@ impl Machine {
 
     // ---- Frames (R13..R18) ----
 
-    fn frame(&mut self, now: Millis, stream_id: StreamId, body: Bytes) {
+    fn frame(&mut self, now: Millis, stream_id: StreamId, frame: Frame) {
         let Some(stream) = self.streams.get_mut(&stream_id) else {
             // Closed by this machine while the frame was on its way.
             self.out.consumed(stream_id);
@@ -597,13 +618,13 @@ impl Machine {
         // One connection buys at most one wasted signature check: until a frame of this
         // stream has verified, later frames wait for that result.
         if !stream.proven && !stream.in_flight.is_empty() {
-            stream.backlog.push_back(body);
+            stream.backlog.push_back(frame);
             return;
         }
-        self.check(now, stream_id, body);
+        self.check(now, stream_id, frame);
     }
 
-    fn check(&mut self, now: Millis, stream_id: StreamId, body: Bytes) {
+    fn check(&mut self, now: Millis, stream_id: StreamId, frame: Frame) {
         let stream = self
             .streams
             .get_mut(&stream_id)
@@ -629,10 +650,10 @@ impl Machine {
             data_cursor: cohort.cursors.get(&stream.addr),
             roster_cursor: cohort.roster.cursor,
         };
-        match check_frame(body, &context) {
+        match check_frame(frame, &context) {
             Verdict::Drop(counter) => {
                 self.out.consumed(stream_id);
-                self.out.count(&cohort.counters, counter);
+                self.dropped(now, stream_id, counter);
             }
             Verdict::Violation(violation) => {
                 self.out.consumed(stream_id);
@@ -670,8 +691,8 @@ impl Machine {
                 continue;
             }
             if !stream.backlog.is_empty() && (stream.proven || stream.in_flight.is_empty()) {
-                let body = stream.backlog.pop_front().expect("backlog is not empty");
-                self.frame(now, stream_id, body);
+                let frame = stream.backlog.pop_front().expect("backlog is not empty");
+                self.frame(now, stream_id, frame);
                 continue;
             }
             return;
@@ -728,11 +749,11 @@ impl Machine {
                 .expect("implicit cohorts keep a dedup window");
             // R28.
             if !dedup.insert(verified.dedup_key) {
-                self.out.count(&cohort.counters, Counter::Retransmit);
+                self.dropped(now, stream_id, Counter::Retransmit);
                 return;
             }
             let addr = stream.addr;
-            self.publish(now, serial, &addr, &frame.body, Counter::AcceptedData);
+            self.publish(now, serial, &addr, &frame.frame, Counter::AcceptedData);
             return;
         }
         let addr = stream.addr;
@@ -748,14 +769,14 @@ impl Machine {
             FrameKind::Data => {
                 // R16 again: another stream of the same address may have moved the cursor.
                 if frame.index < cohort.cursors.get(&addr) {
-                    self.out.count(&cohort.counters, Counter::Retransmit);
+                    self.dropped(now, stream_id, Counter::Retransmit);
                     return;
                 }
                 // R18. The table's eviction (R27) restarts the evicted publisher's cursor.
                 if cohort.cursors.advance(&addr, frame.index + 1).is_some() {
                     self.out.count(&cohort.counters, Counter::CursorEvictions);
                 }
-                self.publish(now, serial, &addr, &frame.body, Counter::AcceptedData);
+                self.publish(now, serial, &addr, &frame.frame, Counter::AcceptedData);
             }
             FrameKind::Auth => {
                 cohort.last_activity = now;
@@ -763,20 +784,20 @@ impl Machine {
             }
             FrameKind::Roster => {
                 if frame.index < cohort.roster.cursor {
-                    self.out.count(&cohort.counters, Counter::Retransmit);
+                    self.dropped(now, stream_id, Counter::Retransmit);
                     return;
                 }
                 match decode_roster(&frame.payload) {
                     // R20: it still claimed (above) and moves no cursor.
                     Err(_) => self.out.count(&cohort.counters, Counter::InvalidRoster),
                     Ok(entries) => {
-                        self.accept_roster(now, serial, frame.index, &entries, &frame.body)
+                        self.accept_roster(now, serial, frame.index, &entries, &frame.frame)
                     }
                 }
             }
             FrameKind::Eos => {
                 // R21: deliver to every fan-out stream, then reclaim.
-                self.publish(now, serial, &addr, &frame.body, Counter::AcceptedEos);
+                self.publish(now, serial, &addr, &frame.frame, Counter::AcceptedEos);
                 self.reclaim(serial, Reclaim::EndOfStream);
             }
         }
@@ -789,7 +810,7 @@ impl Machine {
         now: Millis,
         serial: u64,
         identity: &Address,
-        body: &Bytes,
+        frame: &Frame,
         counter: Counter,
     ) {
         let cohort = self
@@ -799,7 +820,8 @@ impl Machine {
         cohort.last_activity = now;
         self.out.count(&cohort.counters, counter);
         let targets = cohort.fanout.targets(identity);
-        self.out.deliver(&cohort.counters, frame_of(body), targets);
+        self.out
+            .deliver(&cohort.counters, frame.bytes().clone(), targets);
     }
 
     /// R7: a pending, silent or granted spectator stream's first valid frame.
@@ -839,9 +861,9 @@ impl Machine {
         serial: u64,
         index: u64,
         entries: &[Address],
-        body: &Bytes,
+        frame: &Frame,
     ) {
-        let framed = frame_of(body);
+        let framed = frame.bytes().clone();
         let cohort = self
             .cohorts
             .get_mut(&serial)
@@ -868,11 +890,11 @@ impl Machine {
         // notice, below.
         let mut targets = cohort.fanout.targets(&admin);
         if revoked.iter().any(|id| cohort.fanout.contains(*id)) {
-            targets = targets
-                .iter()
-                .filter(|id| revoked.binary_search(id).is_err())
-                .copied()
-                .collect();
+            let mut except: Vec<StreamId> = targets.except.to_vec();
+            except.extend(revoked.iter().filter(|id| cohort.fanout.contains(**id)));
+            except.sort_unstable();
+            except.dedup();
+            targets.except = except.into();
         }
         self.out.deliver(&cohort.counters, framed.clone(), targets);
         for stream_id in revoked {
@@ -958,6 +980,25 @@ impl Machine {
     }
 
     // ---- Violations, closing, reclaiming (R34..R36, R39) ----
+
+    /// A frame dropped without penalty (R14, R15, R16): counted, and a stream that drops
+    /// more than `dropped_frames_per_stream_per_s_max` per second is reset.
+    fn dropped(&mut self, now: Millis, stream_id: StreamId, counter: Counter) {
+        let stream = self
+            .streams
+            .get_mut(&stream_id)
+            .expect("a dropping stream is attached");
+        let exceeded = stream
+            .drops
+            .exceeded(now, self.config.dropped_frames_per_stream_per_s_max);
+        let serial = stream.cohort;
+        let counters = Arc::clone(&self.cohort(serial).counters);
+        self.out.count(&counters, counter);
+        if exceeded {
+            self.out.count(&counters, Counter::DropRateResets);
+            self.close_stream(stream_id, Some(CloseReason::DropRate));
+        }
+    }
 
     fn violate(&mut self, now: Millis, stream_id: StreamId, violation: Violation) {
         let stream = self
@@ -1098,7 +1139,7 @@ impl Machine {
     /// Asks for a timer when the earliest live deadline moved earlier. Dead entries (of
     /// closed streams, reclaimed cohorts, moved deadlines) are dropped from the top, and
     /// swept from the whole heap once they outnumber the live ones.
-    fn rearm(&mut self) {
+    fn rearm(&mut self, now: Millis) {
         let (streams, cohorts) = (&self.streams, &self.cohorts);
         let live = |at: Millis, key: DeadlineKey| match key {
             DeadlineKey::Claim(stream_id) => streams
@@ -1112,7 +1153,7 @@ impl Machine {
             self.deadlines.sweep(live);
         }
         self.deadlines.drop_dead_top(live);
-        if let Some(at) = self.deadlines.rearm() {
+        if let Some(at) = self.deadlines.rearm(now) {
             self.out.push(Action::ArmTimer { at });
         }
     }
@@ -1137,12 +1178,4 @@ fn set_claim_deadline(
 fn clear_claim_deadline(stream: &mut Stream) {
     stream.claim_deadline = None;
     stream.claim_timer = None;
-}
-
-/// The delivered frame: varint length + the accepted body, byte for byte (§1).
-fn frame_of(body: &Bytes) -> Bytes {
-    let mut framed = BytesMut::with_capacity(body.len() + prost::length_delimiter_len(body.len()));
-    prost::encoding::encode_varint(body.len() as u64, &mut framed);
-    framed.extend_from_slice(body);
-    framed.freeze()
 }

@@ -1,8 +1,12 @@
-//! The admin JSON view of a machine.
+//! The admin view of a machine: one summary per cohort, and the streams of one cohort by
+//! pages.
 //!
-//! Owns: `MachineSnapshot`, `CohortSnapshot`, `StreamSnapshot` (serde-serialisable, plain
-//! data) and how they are read off the machine's state.
-//! Never does: change state, or run on the hot path (it walks every stream of every cohort).
+//! Owns: `CohortSummary` (a cohort's spec, sizes and counters: O(1) to build, no stream is
+//! visited), `CohortStreams` (one page of one cohort's streams) and `StreamSnapshot`, all
+//! serde-serialisable plain data, and how they are read off the machine's state.
+//! Never does: change state, or walk every stream of every cohort: a `/cohortz` over
+//! thousands of cohorts costs a runtime thread one summary per cohort, and the streams of
+//! one named cohort cost at most one page.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,24 +16,13 @@ use super::cohort::Cohort;
 use super::ids::{PeerId, StreamId};
 use super::stream::{Role, Stream};
 
-/// Every cohort of one machine.
+/// One cohort, without its streams.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct MachineSnapshot {
-    /// Live cohorts, oldest first.
-    pub cohorts: Vec<CohortSnapshot>,
-    /// Attached streams.
-    pub streams: usize,
-    /// Verification jobs not yet answered.
-    pub verifications_in_flight: usize,
-    /// The machine's counters since it started.
-    pub totals: BTreeMap<&'static str, u64>,
-}
-
-/// One cohort.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CohortSnapshot {
+pub struct CohortSummary {
     /// The canonical key (R1) as hex.
     pub key: String,
+    /// The id label of the cohort's metric series (a hash of the key).
+    pub id: String,
     pub topic: String,
     pub binding: String,
     pub admin: Option<String>,
@@ -39,16 +32,30 @@ pub struct CohortSnapshot {
     pub closed: bool,
     pub created_ms: u64,
     pub last_activity_ms: u64,
-    /// The rostered addresses (hex), in roster order.
-    pub roster: Vec<String>,
+    /// Addresses in the current roster.
+    pub roster_entries: usize,
     pub roster_cursor: u64,
     /// Publisher cursors held (R27).
     pub cursors: usize,
     /// Dedup keys held (R28; implicit cohorts only).
     pub dedup_entries: usize,
-    /// Streams per role (`pending`, `publisher`, `spectator`, `silent`), ascending ids.
-    pub streams: BTreeMap<&'static str, Vec<StreamSnapshot>>,
+    /// Streams that receive deliveries: spectators and publishers (R25).
+    pub subscribers: usize,
+    /// Streams per role (`pending`, `publisher`, `spectator`, `silent`).
+    pub streams: BTreeMap<&'static str, u64>,
     pub counters: BTreeMap<&'static str, u64>,
+}
+
+/// One page of the streams of one cohort, ascending by stream id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CohortStreams {
+    pub summary: CohortSummary,
+    /// The rostered addresses (hex), in roster order.
+    pub roster: Vec<String>,
+    /// Streams attached to the cohort.
+    pub streams_total: usize,
+    pub offset: usize,
+    pub streams: Vec<StreamSnapshot>,
 }
 
 /// One stream.
@@ -56,6 +63,7 @@ pub struct CohortSnapshot {
 pub struct StreamSnapshot {
     pub id: StreamId,
     pub peer: PeerId,
+    pub role: Role,
     /// The declared addr (hex).
     pub addr: String,
     pub joined_ms: u64,
@@ -65,31 +73,11 @@ pub struct StreamSnapshot {
     pub frames_held: usize,
 }
 
-pub(crate) fn snapshot_cohort(
-    cohort: &Cohort,
-    streams: &HashMap<StreamId, Stream>,
-) -> CohortSnapshot {
-    let mut by_role: BTreeMap<&'static str, Vec<StreamSnapshot>> = Role::ALL
-        .iter()
-        .map(|role| (role.name(), Vec::new()))
-        .collect();
-    for id in &cohort.members {
-        let stream = streams.get(id).expect("member stream is attached");
-        by_role
-            .entry(stream.role.name())
-            .or_default()
-            .push(StreamSnapshot {
-                id: *id,
-                peer: stream.peer,
-                addr: hex::encode(stream.addr),
-                joined_ms: stream.joined_at.as_ms(),
-                revoked: stream.revocation.is_some(),
-                frames_held: stream.frames_held(),
-            });
-    }
+pub(crate) fn summarize(cohort: &Cohort) -> CohortSummary {
     let spec = &cohort.spec;
-    CohortSnapshot {
-        key: cohort.key.to_hex(),
+    CohortSummary {
+        key: cohort.counters.key_hex().to_owned(),
+        id: cohort.counters.label().id.clone(),
         topic: hex::encode(spec.topic),
         binding: spec.binding.to_string(),
         admin: spec.admin.map(hex::encode),
@@ -102,11 +90,45 @@ pub(crate) fn snapshot_cohort(
         closed: spec.closed,
         created_ms: cohort.created.as_ms(),
         last_activity_ms: cohort.last_activity.as_ms(),
-        roster: cohort.roster.ordered.iter().map(hex::encode).collect(),
+        roster_entries: cohort.roster.ordered.len(),
         roster_cursor: cohort.roster.cursor,
         cursors: cohort.cursors.len(),
         dedup_entries: cohort.dedup.as_ref().map_or(0, |dedup| dedup.len()),
-        streams: by_role,
+        subscribers: usize::try_from(cohort.counters.subscribers()).unwrap_or(usize::MAX),
+        streams: cohort.counters.roles_snapshot(),
         counters: cohort.counters.counters().snapshot(),
+    }
+}
+
+pub(crate) fn page_of_streams(
+    cohort: &Cohort,
+    streams: &HashMap<StreamId, Stream>,
+    offset: usize,
+    limit: usize,
+) -> CohortStreams {
+    let page = cohort
+        .members
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|id| {
+            let stream = streams.get(id).expect("member stream is attached");
+            StreamSnapshot {
+                id: *id,
+                peer: stream.peer,
+                role: stream.role,
+                addr: hex::encode(stream.addr),
+                joined_ms: stream.joined_at.as_ms(),
+                revoked: stream.revocation.is_some(),
+                frames_held: stream.frames_held(),
+            }
+        })
+        .collect();
+    CohortStreams {
+        summary: summarize(cohort),
+        roster: cohort.roster.ordered.iter().map(hex::encode).collect(),
+        streams_total: cohort.members.len(),
+        offset,
+        streams: page,
     }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use bps_proto::{Address, Hash, Kind};
+use bps_proto::{Address, Frame, Hash, Kind};
 use bps_verify::{Verified, VerifyError};
 use bytes::Bytes;
 use serde::Serialize;
@@ -103,8 +103,8 @@ impl FrameKind {
 /// A frame that passed the cheap checks (R13..R17) and waits for its signature check.
 #[derive(Clone, Debug)]
 pub(crate) struct Checked {
-    /// The whole Broadcast body, delivered unchanged if accepted.
-    pub body: Bytes,
+    /// The whole frame as read, delivered unchanged if accepted (section 1).
+    pub frame: Frame,
     /// The chunk's payload (a slice of `body`): the roster of a ROSTER frame.
     pub payload: Bytes,
     pub kind: FrameKind,
@@ -118,6 +118,31 @@ pub(crate) struct InFlight {
     pub frame: Checked,
     /// Filled when the result arrives; results are applied in read order.
     pub result: Option<Result<Verified, VerifyError>>,
+}
+
+/// Length of the window in which a stream's dropped frames are counted.
+const DROP_WINDOW_MS: u64 = 1_000;
+
+/// Frames one stream had dropped without penalty (R14..R16) in the current window.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DropWindow {
+    started: Millis,
+    count: u32,
+}
+
+impl DropWindow {
+    /// Counts one drop at `now`; true once the window holds more than `max` (0: no limit).
+    pub fn exceeded(&mut self, now: Millis, max: u32) -> bool {
+        if max == 0 {
+            return false;
+        }
+        if now >= self.started.plus_ms(DROP_WINDOW_MS) {
+            self.started = now;
+            self.count = 0;
+        }
+        self.count = self.count.saturating_add(1);
+        self.count > max
+    }
 }
 
 /// One attached stream.
@@ -145,7 +170,9 @@ pub(crate) struct Stream {
     /// The roster version last sent to this stream on its own (pre-claim or first delivery).
     pub roster_seen: u64,
     pub in_flight: VecDeque<InFlight>,
-    pub backlog: VecDeque<Bytes>,
+    pub backlog: VecDeque<Frame>,
+    /// Frames dropped without penalty in the current window (R15, R16).
+    pub drops: DropWindow,
 }
 
 impl Stream {

@@ -1,6 +1,6 @@
 //! The cheap, stateless part of frame validation, in exactly the order of R13..R17.
 //!
-//! Owns: `check_frame`, which turns a Broadcast body plus the stream's context into a
+//! Owns: `check_frame`, which turns a Broadcast frame plus the stream's context into a
 //! `Verdict`: drop (with the counter to bump), violation, or a verification job with the
 //! frame it is for.
 //! Never does: signature checks (the verification pool's), or change state. R16 for a
@@ -8,11 +8,10 @@
 //! the machine once the chunk is verified.
 
 use bps_proto::{
-    Address, Authorship, Binding, Hash, Spec, decode_broadcast, feed_id, kind_from_i32,
+    Address, Authorship, Binding, Frame, Hash, Spec, decode_broadcast, feed_id, kind_from_i32,
     session_chunk_id,
 };
 use bps_verify::{Expect, SOC_MIN_CHUNK_SIZE, SocRef, VerifyRequest};
-use bytes::Bytes;
 
 use super::action::{InvalidSoc, Violation, WrongStream};
 use super::counters::Counter;
@@ -51,12 +50,12 @@ pub(crate) enum Verdict {
 }
 
 /// R13..R17 before any signature is checked.
-pub(crate) fn check_frame(body: Bytes, context: &FrameContext<'_>) -> Verdict {
+pub(crate) fn check_frame(frame: Frame, context: &FrameContext<'_>) -> Verdict {
     // R13, by role: a spectator or silent stream may send nothing until a roster names it.
     if let Err(wrong) = context.may_send {
         return Verdict::Violation(Violation::WrongStream(wrong));
     }
-    let Ok(broadcast) = decode_broadcast(body.clone()) else {
+    let Ok(broadcast) = decode_broadcast(frame.body()) else {
         return Verdict::Violation(Violation::Malformed);
     };
     // R14: unknown or unspecified kinds are dropped, never fatal (D12).
@@ -122,7 +121,7 @@ pub(crate) fn check_frame(body: Bytes, context: &FrameContext<'_>) -> Verdict {
     };
     Verdict::Verify {
         frame: Checked {
-            body,
+            frame,
             payload,
             kind,
             index: broadcast.index,

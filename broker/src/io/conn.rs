@@ -18,6 +18,7 @@ use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::Instant;
 
+use bps_proto::{Frame, FrameError};
 use bytes::{Bytes, BytesMut};
 use monoio::buf::IoBufMut;
 use monoio::io::{
@@ -234,9 +235,9 @@ async fn read_loop(shard: &Shard, conn: &Conn, reader: &mut OwnedReadHalf<TcpStr
     let mut capacity = READ_BUFFER_IDLE_BYTES;
     loop {
         loop {
-            match bps_proto::next_frame(&mut buffer, frame_bytes_max) {
-                Ok(Some(body)) => {
-                    if !hand_over(shard, conn, body).await {
+            match split_frame(&mut buffer, frame_bytes_max) {
+                Ok(Some(frame)) => {
+                    if !hand_over(shard, conn, frame).await {
                         return ClosedBy::Peer;
                     }
                 }
@@ -294,7 +295,7 @@ async fn wait_consumed(conn: &Conn, window: usize) {
 
 /// Gives one frame to the home core, waiting for read-window credit first. `false` when
 /// the stream closed meanwhile.
-async fn hand_over(shard: &Shard, conn: &Conn, body: Bytes) -> bool {
+async fn hand_over(shard: &Shard, conn: &Conn, body: Frame) -> bool {
     shard.metrics().frames_in.inc();
     match conn.home.get() {
         None => {
@@ -384,6 +385,18 @@ async fn write_loop(
             }
         }
     }
+}
+
+/// The next whole frame at the front of `buffer`, or `None` when it is not complete yet.
+fn split_frame(buffer: &mut BytesMut, frame_bytes_max: usize) -> Result<Option<Frame>, FrameError> {
+    let Some(header) = bps_proto::peek_frame(buffer, frame_bytes_max)? else {
+        return Ok(None);
+    };
+    if buffer.len() < header.total_bytes() {
+        return Ok(None);
+    }
+    let bytes = buffer.split_to(header.total_bytes()).freeze();
+    Ok(Some(Frame::from_header(bytes, header)))
 }
 
 fn micros(since: Instant) -> u64 {

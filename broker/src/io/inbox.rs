@@ -11,17 +11,17 @@
 //! monoio's `sync` feature a waker may be woken from any thread (it writes the target
 //! runtime's eventfd), and a woken waker is consumed, so a burst of pushes costs one wake.
 
-use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use atomic_waker::AtomicWaker;
+use bps_proto::Frame;
 use bps_verify::pool::Done;
 use bytes::Bytes;
 use crossbeam::queue::ArrayQueue;
 
 use crate::protocol::{
-    CloseReason, ClosedBy, PeerId, ProtocolConfig, StreamId, Ticket, WriteNotice,
+    CloseReason, ClosedBy, PeerId, ProtocolConfig, StreamId, Targets, Ticket, WriteNotice,
 };
 
 /// A verification result on its way back to the core that asked for it.
@@ -34,12 +34,12 @@ pub enum Msg {
     Join {
         stream: StreamId,
         peer: PeerId,
-        body: Bytes,
+        frame: Frame,
     },
     /// To the home core: a later frame of a joined stream.
     Frame {
         stream: StreamId,
-        body: Bytes,
+        frame: Frame,
         read_at: Instant,
     },
     /// To the home core: the stream ended for a reason the protocol core did not decide.
@@ -57,10 +57,11 @@ pub enum Msg {
         frame: Bytes,
         notice: Option<WriteNotice>,
     },
-    /// To the owning core: queue one frame on `targets[from..to]`, all of them its own.
+    /// To the owning core: queue one frame on `targets.all[from..to]` (all of them its own)
+    /// except the excluded ones.
     Deliver {
         frame: Bytes,
-        targets: Arc<[StreamId]>,
+        targets: Targets,
         from: usize,
         to: usize,
         read_at: Option<Instant>,

@@ -64,6 +64,8 @@ pub struct Shared {
     epoch: Instant,
     pub connections: AtomicUsize,
     draining: AtomicBool,
+    /// `limits.cohort_series_max`, reloadable.
+    cohort_series_max: AtomicUsize,
 }
 
 impl std::fmt::Debug for Shared {
@@ -211,6 +213,7 @@ impl Broker {
             epoch: Instant::now(),
             connections: AtomicUsize::new(0),
             draining: AtomicBool::new(false),
+            cohort_series_max: AtomicUsize::new(config.limits.cohort_series_max),
         });
 
         let (exit_tx, exited) = crossbeam::channel::unbounded();
@@ -271,6 +274,9 @@ impl Broker {
     pub fn reload(&self, config: &BrokerConfig) {
         // The broker-wide bounds (R31, R32, the blocklist's size) live in the shared ledger.
         self.shared.ledger.reconfigure(&config.protocol());
+        self.shared
+            .cohort_series_max
+            .store(config.limits.cohort_series_max, Ordering::Relaxed);
         for inbox in self.shared.inboxes.iter() {
             inbox.push_blocking(Msg::Reload(Box::new(config.protocol())));
         }
@@ -402,8 +408,10 @@ impl AdminBackend for Backend {
     }
 
     fn metrics(&self) -> MetricsSnapshot {
-        let (protocol, cohorts) =
-            protocol_figures(self.shared.registries.iter().map(|registry| &**registry));
+        let (protocol, cohorts) = protocol_figures(
+            self.shared.registries.iter().map(|registry| &**registry),
+            self.shared.cohort_series_max.load(Ordering::Relaxed),
+        );
         MetricsSnapshot {
             cores: self.shared.metrics.clone(),
             driver: self.driver,

@@ -25,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use bps_proto::Frame;
 use bps_verify::VerifyRequest;
 use bps_verify::verifier::Verifier;
 use bytes::Bytes;
@@ -35,7 +36,9 @@ use super::inbox::{Msg, VerifyDone};
 use super::notify::{LocalNotify, yield_turn};
 use super::{Settings, Shared};
 use crate::metrics::CoreMetrics;
-use crate::protocol::{Action, ClosedBy, Machine, Millis, PeerId, StreamId, Ticket, WriteNotice};
+use crate::protocol::{
+    Action, ClosedBy, Machine, Millis, PeerId, StreamId, Targets, Ticket, WriteNotice,
+};
 
 /// Messages one loop turn takes before the connection tasks get a turn.
 const MESSAGES_PER_TURN: usize = 1024;
@@ -161,7 +164,7 @@ impl Shard {
 
     fn admit(self: &Rc<Self>, stream: TcpStream, addr: SocketAddr) {
         let metrics = self.metrics();
-        let peer = PeerId(addr.ip());
+        let peer = PeerId::of(addr.ip());
         let now = self.now();
         if self.shared.ledger.is_blocked(peer, now) {
             metrics.connections_refused_blocklist.inc();
@@ -214,7 +217,7 @@ impl Shard {
     }
 
     pub fn note_frame_error(&self, conn: &Conn, error: &bps_proto::FrameError) {
-        tracing::debug!(stream = conn.id.0, peer = %conn.peer.0, %error, "bad frame");
+        tracing::debug!(stream = conn.id.0, peer = %conn.peer, %error, "bad frame");
         self.metrics().frame_errors.inc();
     }
 
@@ -222,12 +225,12 @@ impl Shard {
 
     /// The home core of the cohort a Join names (its canonical key's hash), or this core
     /// for a Join that does not validate (the local state machine answers REJECTED).
-    pub fn home_of_join(&self, body: &Bytes) -> usize {
+    pub fn home_of_join(&self, frame: &Frame) -> usize {
         let cores = self.shared.inboxes.len();
         if cores == 1 {
             return 0;
         }
-        let Ok(join) = bps_proto::decode_join(body.clone()) else {
+        let Ok(join) = bps_proto::decode_join(frame.body()) else {
             return self.core;
         };
         match bps_proto::validate_join(&join) {
@@ -240,23 +243,23 @@ impl Shard {
         }
     }
 
-    pub fn send_join(&self, home: usize, conn: &Conn, body: Bytes) {
+    pub fn send_join(&self, home: usize, conn: &Conn, frame: Frame) {
         self.route(
             home,
             Msg::Join {
                 stream: conn.id,
                 peer: conn.peer,
-                body,
+                frame,
             },
         );
     }
 
-    pub fn send_frame(&self, home: usize, stream: StreamId, body: Bytes) {
+    pub fn send_frame(&self, home: usize, stream: StreamId, frame: Frame) {
         self.route(
             home,
             Msg::Frame {
                 stream,
-                body,
+                frame,
                 read_at: Instant::now(),
             },
         );
@@ -426,16 +429,20 @@ impl Shard {
 
     fn handle(&self, now: Millis, msg: Msg) {
         match msg {
-            Msg::Join { stream, peer, body } => {
-                self.machine.borrow_mut().on_join(now, peer, stream, body);
+            Msg::Join {
+                stream,
+                peer,
+                frame,
+            } => {
+                self.machine.borrow_mut().on_join(now, peer, stream, frame);
             }
             Msg::Frame {
                 stream,
-                body,
+                frame,
                 read_at,
             } => {
                 self.current_read_at.set(Some(read_at));
-                self.machine.borrow_mut().on_frame(now, stream, body);
+                self.machine.borrow_mut().on_frame(now, stream, frame);
             }
             Msg::Closed { stream, cause } => {
                 self.machine.borrow_mut().on_closed(now, stream, cause)
@@ -457,8 +464,10 @@ impl Shard {
                 to,
                 read_at,
             } => {
-                for stream in &targets[from..to] {
-                    self.enqueue(*stream, frame.clone(), None, read_at);
+                for stream in &targets.all[from..to] {
+                    if !targets.excludes(*stream) {
+                        self.enqueue(*stream, frame.clone(), None, read_at);
+                    }
                 }
             }
             Msg::Credit { stream } => {
@@ -555,7 +564,7 @@ impl Shard {
                     }
                 }
                 Action::Blocklist { peer, until } => {
-                    tracing::info!(peer = %peer.0, until_ms = until.0, "peer blocklisted");
+                    tracing::info!(peer = %peer, until_ms = until.0, "peer blocklisted");
                 }
                 Action::ArmTimer { at } => {
                     if self
@@ -573,22 +582,25 @@ impl Shard {
     }
 
     /// Fans one frame out: local targets directly, one message per other core.
-    fn deliver(&self, frame: Bytes, targets: Arc<[StreamId]>) {
+    fn deliver(&self, frame: Bytes, targets: Targets) {
         let read_at = self.current_read_at.get();
+        let all = &targets.all;
         let mut from = 0;
-        while from < targets.len() {
-            let core = core_of(targets[from]);
-            let to = from + targets[from..].partition_point(|stream| core_of(*stream) == core);
+        while from < all.len() {
+            let core = core_of(all[from]);
+            let to = from + all[from..].partition_point(|stream| core_of(*stream) == core);
             if core == self.core {
-                for stream in &targets[from..to] {
-                    self.enqueue(*stream, frame.clone(), None, read_at);
+                for stream in &all[from..to] {
+                    if !targets.excludes(*stream) {
+                        self.enqueue(*stream, frame.clone(), None, read_at);
+                    }
                 }
             } else {
                 self.route(
                     core,
                     Msg::Deliver {
                         frame: frame.clone(),
-                        targets: Arc::clone(&targets),
+                        targets: targets.clone(),
                         from,
                         to,
                         read_at,
@@ -732,8 +744,7 @@ impl Shard {
 /// The machine's cohorts as JSON objects, each with `age_ms` and `idle_ms` at `now`.
 fn snapshot_json(machine: &Machine, now: Millis) -> Vec<serde_json::Value> {
     machine
-        .snapshot()
-        .cohorts
+        .summaries()
         .into_iter()
         .map(|cohort| {
             let (age_ms, idle_ms) = (

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
-use bps_proto::{Ack, Address, Hash, Kind, Spec, Status, encode_frame, encode_roster, next_frame};
+use bps_proto::{
+    Ack, Address, Frame, Hash, Kind, Spec, Status, encode_frame, encode_roster, next_frame,
+};
 use bps_verify::{SignedFrame, SigningKey, sign_broadcast};
 use bytes::{Bytes, BytesMut};
 use prost::Message;
@@ -19,12 +21,12 @@ use rand::rngs::StdRng;
 
 use crate::{
     Action, CloseReason, Counter, Machine, Millis, PeerId, PeerLedger, ProtocolConfig, StreamId,
-    Violation, WriteNotice,
+    Targets, Violation, WriteNotice,
 };
 
 /// The peer at 10.0.0.`n`.
 pub fn peer(n: u8) -> PeerId {
-    PeerId(IpAddr::V4(Ipv4Addr::new(10, 0, 0, n)))
+    PeerId::of(IpAddr::V4(Ipv4Addr::new(10, 0, 0, n)))
 }
 
 /// Stream `n` of core 0.
@@ -43,6 +45,28 @@ pub fn body_of(frame: &Bytes) -> Bytes {
     next_frame(&mut buf, 1 << 20)
         .expect("valid frame")
         .expect("complete frame")
+}
+
+/// An encoded frame (varint length and body) as the machine takes it.
+pub fn frame(encoded: &Bytes) -> Frame {
+    Frame::parse_exact(encoded.clone(), 1 << 20).expect("one whole frame")
+}
+
+/// A raw body (not necessarily valid protobuf) framed with its varint length.
+pub fn framed_body(body: &[u8]) -> Frame {
+    let mut encoded = BytesMut::new();
+    prost::encoding::encode_varint(body.len() as u64, &mut encoded);
+    encoded.extend_from_slice(body);
+    frame(&encoded.freeze())
+}
+
+/// A delivery with its exclusions applied: the form `Rig::drain` gives every `Deliver`,
+/// so that a test states the streams that receive a frame and nothing else.
+pub fn expanded(targets: &Targets) -> Targets {
+    Targets {
+        all: targets.iter().collect(),
+        except: Arc::from([]),
+    }
 }
 
 /// The explicit spec of a test cohort on topic `[topic; 32]` with `admin`.
@@ -128,7 +152,10 @@ pub fn send_noticed(stream: StreamId, frame: &Bytes, notice: u64) -> Action {
 pub fn deliver(frame: &Bytes, targets: &[StreamId]) -> Action {
     Action::Deliver {
         frame: frame.clone(),
-        targets: targets.into(),
+        targets: Targets {
+            all: targets.into(),
+            except: Arc::from([]),
+        },
     }
 }
 
@@ -210,6 +237,9 @@ pub struct Rig {
     outstanding: HashMap<StreamId, usize>,
     /// Verifications run by `publish`.
     pub verifications: usize,
+    /// Whether `drain` expands deliveries (see `expanded`); a test of the target lists
+    /// themselves turns it off.
+    pub expand: bool,
 }
 
 impl Rig {
@@ -230,13 +260,22 @@ impl Rig {
             now: Millis(0),
             outstanding: HashMap::new(),
             verifications: 0,
+            expand: true,
         }
     }
 
-    /// Drains the machine, checking the `Consumed` bookkeeping.
+    /// Drains the machine, checking the `Consumed` bookkeeping; every `Deliver` comes back
+    /// `expanded`.
     pub fn drain(&mut self) -> Vec<Action> {
         let mut actions = Vec::new();
         self.machine.drain_actions(&mut actions);
+        for action in &mut actions {
+            if let Action::Deliver { targets, .. } = action
+                && self.expand
+            {
+                *targets = expanded(targets);
+            }
+        }
         for action in &actions {
             if let Action::Consumed { stream } = action {
                 let held = self
@@ -264,7 +303,8 @@ impl Rig {
 
     /// Feeds a raw Join body.
     pub fn join_raw(&mut self, peer: PeerId, stream: StreamId, body: Bytes) -> Vec<Action> {
-        self.machine.on_join(self.now, peer, stream, body);
+        self.machine
+            .on_join(self.now, peer, stream, framed_body(&body));
         self.drain()
     }
 
@@ -326,14 +366,14 @@ impl Rig {
     /// Feeds one frame (encoded, with its varint length) without running verifications.
     pub fn feed(&mut self, stream: StreamId, frame: &Bytes) -> Vec<Action> {
         *self.outstanding.entry(stream).or_insert(0) += 1;
-        self.machine.on_frame(self.now, stream, body_of(frame));
+        self.machine.on_frame(self.now, stream, self::frame(frame));
         self.drain()
     }
 
     /// Feeds a raw body (not necessarily a Broadcast).
     pub fn feed_body(&mut self, stream: StreamId, body: Bytes) -> Vec<Action> {
         *self.outstanding.entry(stream).or_insert(0) += 1;
-        self.machine.on_frame(self.now, stream, body);
+        self.machine.on_frame(self.now, stream, framed_body(&body));
         self.drain()
     }
 
@@ -400,20 +440,23 @@ impl Rig {
 
     /// Stream ids per role name of the cohort with key `spec` (empty when it is gone).
     pub fn roles(&self, spec: &Spec) -> HashMap<&'static str, Vec<StreamId>> {
-        let key = spec.key().to_hex();
-        self.machine
-            .snapshot()
-            .cohorts
-            .into_iter()
-            .find(|cohort| cohort.key == key)
-            .map(|cohort| {
-                cohort
-                    .streams
-                    .into_iter()
-                    .map(|(role, streams)| (role, streams.iter().map(|s| s.id).collect()))
-                    .collect()
-            })
-            .unwrap_or_default()
+        let mut roles: HashMap<&'static str, Vec<StreamId>> = HashMap::new();
+        if let Some(page) = self.machine.cohort_streams(&spec.key(), 0, usize::MAX) {
+            for name in crate::Role::ALL.map(crate::Role::name) {
+                roles.insert(name, Vec::new());
+            }
+            for stream in page.streams {
+                roles.entry(stream.role.name()).or_default().push(stream.id);
+            }
+        }
+        roles
+    }
+
+    /// The summary of the one live cohort.
+    pub fn only_cohort(&self) -> crate::CohortSummary {
+        let mut summaries = self.machine.summaries();
+        assert_eq!(summaries.len(), 1, "one live cohort");
+        summaries.remove(0)
     }
 
     /// The role of `stream` in the cohort of `spec`.

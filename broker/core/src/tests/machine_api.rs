@@ -8,17 +8,17 @@ use super::driver::{Rig, ack, close, consumed, explicit, join_body, key, peer, s
 use crate::{CloseReason, FullCause, Millis, ProtocolConfig, Ticket};
 
 #[test]
-fn snapshot_describes_every_cohort_for_the_admin_view() {
+fn summaries_and_stream_pages_describe_cohorts_for_the_admin_view() {
     let mut rig = Rig::new();
     let spec = explicit(1, &key(1), false);
     let admin = rig.joined(key(1), &spec, sid(1), peer(1));
     rig.joined(key(2), &spec, sid(2), peer(2));
+    rig.joined(key(4), &spec, sid(3), peer(3));
     rig.now = Millis(500);
     rig.publish(sid(1), &admin.roster(0, &[key(3).address()]));
-    let snapshot = rig.machine.snapshot();
-    assert_eq!(snapshot.cohorts.len(), 1);
-    let cohort = &snapshot.cohorts[0];
+    let cohort = rig.only_cohort();
     assert_eq!(cohort.key, spec.key().to_hex());
+    assert_eq!(cohort.id.len(), 16);
     assert_eq!(cohort.topic, hex::encode([1; 32]));
     assert_eq!(cohort.binding, "FEED_TOPIC");
     assert_eq!(cohort.admin, Some(hex::encode(key(1).address())));
@@ -26,16 +26,27 @@ fn snapshot_describes_every_cohort_for_the_admin_view() {
     assert!(!cohort.closed);
     assert_eq!(cohort.created_ms, 0);
     assert_eq!(cohort.last_activity_ms, 500);
-    assert_eq!(cohort.roster, vec![hex::encode(key(3).address())]);
+    assert_eq!(cohort.roster_entries, 1);
     assert_eq!(cohort.roster_cursor, 1);
-    assert_eq!(cohort.streams["publisher"][0].id, sid(1));
-    assert_eq!(
-        cohort.streams["spectator"][0].addr,
-        hex::encode(key(2).address())
-    );
-    assert!(cohort.streams["pending"].is_empty());
+    assert_eq!(cohort.subscribers, 3);
+    assert_eq!(cohort.streams["publisher"], 1);
+    assert_eq!(cohort.streams["spectator"], 2);
+    assert_eq!(cohort.streams["pending"], 0);
     assert_eq!(cohort.counters["accepted_roster"], 1);
-    assert_eq!(snapshot.totals["joins_ok"], 2);
+    let page = rig
+        .machine
+        .cohort_streams(&spec.key(), 1, 1)
+        .expect("live cohort");
+    assert_eq!(page.summary, cohort);
+    assert_eq!(page.roster, vec![hex::encode(key(3).address())]);
+    assert_eq!(page.streams_total, 3);
+    assert_eq!(page.offset, 1);
+    assert_eq!(page.streams.len(), 1);
+    assert_eq!(page.streams[0].id, sid(2));
+    assert_eq!(page.streams[0].addr, hex::encode(key(2).address()));
+    assert_eq!(page.streams[0].role, crate::Role::Spectator);
+    let other = explicit(2, &key(1), false);
+    assert!(rig.machine.cohort_streams(&other.key(), 0, 10).is_none());
 }
 
 #[test]
@@ -140,4 +151,47 @@ fn reports_about_forgotten_streams_are_ignored() {
         vec![consumed(sid(1))]
     );
     assert_eq!(rig.machine.stream_count(), 1);
+}
+
+#[test]
+fn a_tick_runs_a_bounded_number_of_deadlines_and_asks_to_run_again_at_once() {
+    let streams = crate::machine::DEADLINES_PER_TICK_MAX as u64 + 100;
+    let mut rig = Rig::with_config(ProtocolConfig {
+        streams_per_cohort_max: 4096,
+        blocklist_claim_timeout_ms: 0,
+        ..ProtocolConfig::default()
+    });
+    let spec = explicit(1, &key(1), true);
+    for stream in 0..streams {
+        let octets = (stream as u32 + 1).to_be_bytes();
+        let peer = crate::PeerId::of(std::net::IpAddr::from([
+            10, octets[1], octets[2], octets[3],
+        ]));
+        rig.joined(key(2), &spec, sid(stream), peer);
+    }
+    let deadline = ProtocolConfig::default().claim_deadline_ms;
+    let first = rig.tick_at(deadline);
+    let closed = |actions: &[crate::Action]| {
+        actions
+            .iter()
+            .filter(|action| {
+                matches!(
+                    action,
+                    crate::Action::Close {
+                        reason: CloseReason::ClaimTimeout,
+                        ..
+                    }
+                )
+            })
+            .count() as u64
+    };
+    assert_eq!(closed(&first), streams - 100);
+    assert_eq!(
+        first.last(),
+        Some(&super::driver::arm(deadline)),
+        "run again at once"
+    );
+    let second = rig.tick_at(deadline);
+    assert_eq!(closed(&second), 100);
+    assert_eq!(rig.machine.stream_count(), 0);
 }

@@ -9,12 +9,12 @@ use bytes::Bytes;
 use prost::Message;
 
 use super::driver::{
-    Client, Rig, ack_ok, all, blocklist, close, consumed, deliver, explicit, implicit, key, peer,
-    sid, violation,
+    Client, Rig, ack_ok, all, blocklist, body_of, close, consumed, deliver, explicit, implicit,
+    key, peer, sid, violation,
 };
 use crate::{
-    Action, CloseReason, ClosedBy, Counter, InvalidSoc, OutboundQueue, ProtocolConfig, QueueFull,
-    StreamId, Violation, WrongStream,
+    Action, CloseReason, ClosedBy, Counter, InvalidSoc, Millis, OutboundQueue, ProtocolConfig,
+    QueueFull, StreamId, Violation, WrongStream,
 };
 
 fn encoded(broadcast: &Broadcast) -> Bytes {
@@ -194,6 +194,41 @@ fn r16_below_the_cursor_is_a_retransmit_dropped_before_verification() {
     );
     assert_eq!(rig.verifications, verifications);
     assert_eq!(rig.cohort_count(&spec, Counter::Retransmit), 3);
+}
+
+#[test]
+fn r15_r16_drops_beyond_the_per_stream_rate_reset_that_stream_without_blocklisting() {
+    let mut rig = Rig::with_config(ProtocolConfig {
+        dropped_frames_per_stream_per_s_max: 3,
+        ..ProtocolConfig::default()
+    });
+    let spec = explicit(1, &key(1), false);
+    let admin = rig.joined(key(1), &spec, sid(1), peer(1));
+    rig.joined(key(2), &spec, sid(2), peer(2));
+    assert_eq!(rig.publish(sid(1), &admin.data(10, b"ten")).len(), 2);
+    let stale = admin.data(3, b"old");
+    for _ in 0..3 {
+        assert_eq!(rig.publish(sid(1), &stale), vec![consumed(sid(1))]);
+    }
+    // A new window: the count starts over.
+    rig.now = Millis(1_000);
+    for _ in 0..3 {
+        assert_eq!(rig.publish(sid(1), &stale), vec![consumed(sid(1))]);
+    }
+    let unknown = {
+        let mut broadcast = bps_proto::decode_broadcast(body_of(&stale)).expect("broadcast");
+        broadcast.kind = 42;
+        encoded(&broadcast)
+    };
+    assert_eq!(
+        rig.feed_body(sid(1), unknown),
+        vec![consumed(sid(1)), close(sid(1), CloseReason::DropRate)]
+    );
+    assert_eq!(rig.cohort_count(&spec, Counter::DropRateResets), 1);
+    assert_eq!(rig.cohort_count(&spec, Counter::Retransmit), 6);
+    assert_eq!(rig.cohort_count(&spec, Counter::UnknownKind), 1);
+    assert!(!rig.ledger.is_blocked(peer(1), rig.now), "no blocklist");
+    assert!(rig.all_consumed());
 }
 
 #[test]
@@ -421,7 +456,7 @@ fn r18_accepted_data_sets_the_cursor_and_is_delivered_byte_for_byte() {
         rig.publish(sid(1), &admin.data(15, b"fifteen")),
         vec![consumed(sid(1))]
     );
-    assert_eq!(rig.machine.snapshot().cohorts[0].cursors, 1);
+    assert_eq!(rig.only_cohort().cursors, 1);
     assert_eq!(rig.cohort_count(&spec, Counter::AcceptedData), 3);
     assert_eq!(rig.cohort_count(&spec, Counter::Deliveries), 3);
 }
@@ -435,24 +470,32 @@ fn r25_never_echo_to_any_stream_of_the_publishing_identity_with_shared_sorted_ta
     let bob = rig.joined(key(3), &spec, StreamId::new(1, 1), peer(3));
     rig.joined(key(4), &spec, StreamId::new(0, 5), peer(4));
     let first = alice.data(0, b"one");
+    rig.expand = false;
     let actions = rig.publish(alice.stream, &first);
-    assert_eq!(
-        actions,
-        vec![
-            consumed(alice.stream),
-            deliver(&first, &[StreamId::new(0, 5), StreamId::new(1, 1)])
-        ]
-    );
     let second = alice_again.data(1, b"two");
     let again = rig.publish(alice_again.stream, &second);
+    rig.expand = true;
     let (Action::Deliver { targets: one, .. }, Action::Deliver { targets: two, .. }) =
         (&actions[1], &again[1])
     else {
         unreachable!("two deliveries")
     };
+    assert_eq!(
+        one.iter().collect::<Vec<_>>(),
+        vec![StreamId::new(0, 5), StreamId::new(1, 1)]
+    );
     assert!(
-        Arc::ptr_eq(one, two),
-        "the target list is built once per identity"
+        Arc::ptr_eq(&one.all, &two.all),
+        "one member list is shared by every delivery"
+    );
+    assert!(
+        Arc::ptr_eq(&one.except, &two.except),
+        "an identity's exclusions are built once"
+    );
+    assert_eq!(
+        &*one.except,
+        &[StreamId::new(0, 1), StreamId::new(1, 2)],
+        "every stream of the publishing identity is excluded"
     );
     let reply = bob.data(0, b"three");
     assert_eq!(
@@ -562,7 +605,7 @@ fn r28_implicit_dedup_is_a_bounded_window_on_the_chunk_address() {
         vec![consumed(sid(2)), deliver(&chunks[0], &[sid(1)])]
     );
     assert_eq!(rig.cohort_count(&spec, Counter::Retransmit), 1);
-    assert_eq!(rig.machine.snapshot().cohorts[0].dedup_entries, 2);
+    assert_eq!(rig.only_cohort().dedup_entries, 2);
 }
 
 #[test]

@@ -77,8 +77,11 @@ fn r20_a_roster_is_accepted_at_or_above_its_cursor_and_an_undecodable_payload_is
         vec![consumed(sid(1)), deliver(&roster, &[sid(2)])]
     );
     let snapshot = |rig: &Rig| {
-        let cohort = rig.machine.snapshot().cohorts.remove(0);
-        (cohort.roster_cursor, cohort.roster)
+        let page = rig
+            .machine
+            .cohort_streams(&spec.key(), 0, 0)
+            .expect("live cohort");
+        (page.summary.roster_cursor, page.roster)
     };
     assert_eq!(snapshot(&rig), (4, vec![hex::encode(key(4).address())]));
     // Valid chunks whose payload is not a Roster of 20-byte entries: dropped, cursor unchanged.
