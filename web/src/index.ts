@@ -106,6 +106,8 @@ export {
   validateJoin,
 } from "./spec.js";
 export type { Authorship, Binding, RejectReason, Spec, SpecInit, ValidJoin } from "./spec.js";
+export { Subscriber } from "./subscriber.js";
+export type { SubscriberEnd, SubscriberEvent, SubscriberOptions } from "./subscriber.js";
 export { MemoryStore, STORE_PREFIX, localStorageStore, storeKey } from "./store.js";
 export type { MaybePromise, Store, WebStorageLike } from "./store.js";
 export { TransportError, describeTransportFault } from "./transport.js";

@@ -10,7 +10,9 @@
  * the sequence and never reuses an index (R41). What arrives on its stream is verified by
  * its own `Admission` and reported; a verified roster grants or revokes it (R23, R24). On a
  * new stream the broker sends the roster in force again (R22): the `Admission` sees a
- * retransmit, and the roster it already holds is what the new stream is granted by.
+ * retransmit, and the roster it already holds is what the new stream is granted by. The
+ * admin's own stream never receives its roster (D5), so each ROSTER it writes is applied
+ * to its `Admission` as it is sent.
  *
  * Never: lets the key leave its `SigningKey`, throws a received frame at the caller, sends
  * while its role forbids it, or retries a REJECTED Join (R3 judges the spec).
@@ -75,6 +77,7 @@ export interface PublisherOptions {
   readonly sendBufferBytesMax?: number;
   readonly onEvent?: (event: PublisherEvent) => void;
   readonly backoff?: Backoff;
+  /** How backoff delays (and, for a publisher, a full send buffer) are waited out. */
   readonly sleep?: Sleep;
   readonly session?: SessionOptions;
   readonly admission?: AdmissionOptions;
@@ -102,6 +105,7 @@ export class Publisher {
   #waitingForBuffer = false;
   #running = false;
   #drainWaiters: Array<(drained: boolean) => void> = [];
+  #reportedRole: Role | undefined;
 
   /** Throws `PublisherError` when the key does not fit an implicit binding's shape. */
   constructor(options: PublisherOptions) {
@@ -207,10 +211,7 @@ export class Publisher {
       if (this.#stopping.signal.aborted) return { code: "stopped" };
       let served: Served;
       try {
-        const outcome = await Session.join(this.#options.transport, this.spec, this.addr, {
-          sleep: this.#sleep,
-          ...this.#options.session,
-        });
+        const outcome = await Session.join(this.#options.transport, this.spec, this.addr, this.#options.session);
         if (!outcome.ok) {
           if (outcome.status === Status.REJECTED || !reconnect) {
             this.#emit({ type: "refused", status: outcome.status });
@@ -256,7 +257,8 @@ export class Publisher {
       if (this.#stopping.signal.aborted) return finish({ code: "stopped" });
       this.#session = session;
       this.#outbox.beginSession(session.challenge);
-      this.#emit({ type: "joined", challenge: session.challenge, role: this.#outbox.role ?? "publisher" });
+      this.#reportedRole = this.#outbox.role;
+      this.#emit({ type: "joined", challenge: session.challenge, role: this.#reportedRole ?? "publisher" });
       session.listen({
         broadcast: (body) => this.#onBroadcast(body),
         ended: (fault) => finish({ code: "reset", fault }),
@@ -269,12 +271,18 @@ export class Publisher {
     const verdict = this.admission.onFrame(body);
     this.#emit({ type: "received", verdict });
     if (verdict.type === "eos") return this.#finish?.({ code: "eos-received" });
-    const before = this.#outbox.role;
     if (verdict.type === "roster") this.#outbox.onRoster(verdict.publishers);
     if (isRosterInForce(verdict, this.admission.rosterCursor)) this.#outbox.onRoster(this.admission.roster);
-    const after = this.#outbox.role;
-    if (after !== undefined && after !== before) this.#emit({ type: "role", role: after });
+    this.#noteRole();
     this.#pump();
+  }
+
+  /** Reports a role change (grant, claim, revocation) once. */
+  #noteRole(): void {
+    const role = this.#outbox.role;
+    if (role === undefined || role === this.#reportedRole) return;
+    this.#reportedRole = role;
+    this.#emit({ type: "role", role });
   }
 
   /** Writes what may be written now, unless the link's buffer is full. */
@@ -291,7 +299,10 @@ export class Publisher {
         if (outgoing === undefined) break;
         session.send(outgoing.signed.frame);
         this.#outbox.markSent();
+        // The admin's stream never receives its own roster (D5): it knows it from here.
+        if (outgoing.kind === Kind.ROSTER) this.admission.onBroadcast(outgoing.signed.broadcast);
         this.#emit({ type: "sent", outgoing });
+        this.#noteRole();
         if (outgoing.kind === Kind.EOS) return this.#finish?.({ code: "eos-sent" });
       }
       if (this.#outbox.queued === 0) this.#settleDrain(true);

@@ -56,6 +56,7 @@ export interface SubscriberOptions {
   readonly reconnect?: boolean;
   readonly onEvent?: (event: SubscriberEvent) => void;
   readonly backoff?: Backoff;
+  /** How backoff delays (and, for a publisher, a full send buffer) are waited out. */
   readonly sleep?: Sleep;
   readonly session?: SessionOptions;
   readonly admission?: AdmissionOptions;
@@ -122,10 +123,7 @@ export class Subscriber {
       const addr = this.#options.addr ?? randomBytes(ADDRESS_BYTES);
       let served: Served;
       try {
-        const outcome = await Session.join(this.#options.transport, this.spec, addr, {
-          sleep: this.#sleep,
-          ...this.#options.session,
-        });
+        const outcome = await Session.join(this.#options.transport, this.spec, addr, this.#options.session);
         if (!outcome.ok) {
           if (outcome.status === Status.REJECTED) {
             this.#emit({ type: "refused", status: outcome.status });
