@@ -19,7 +19,7 @@ import { Status } from "./gen/bps_pb.js";
 import { type Sleep, timerSleep } from "./sleep.js";
 import { type Spec, joinFor } from "./spec.js";
 import { type Link, type Transport, TransportError, type TransportFault, describeTransportFault } from "./transport.js";
-import { type DecodeFault, decodeAck, describeDecodeFault, joinFrame } from "./wire.js";
+import { decodeAck, describeDecodeFault, joinFrame } from "./wire.js";
 
 /** Bound on waiting for the Ack after the Join, as the Rust client. */
 export const HANDSHAKE_TIMEOUT_MS_DEFAULT = 10_000;
@@ -194,7 +194,7 @@ export class Session {
 
   #onAck(body: Uint8Array, settle: (outcome: JoinOutcome | SessionFault) => void): void {
     const decoded = decodeAck(body);
-    if (!decoded.ok) return this.#end({ code: "bad-ack", detail: describeDecodeFault(decoded.fault as DecodeFault) });
+    if (!decoded.ok) return this.#end({ code: "bad-ack", detail: describeDecodeFault(decoded.fault) });
     const { status, challenge } = decoded.value;
     switch (status) {
       case Status.OK:

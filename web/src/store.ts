@@ -32,11 +32,6 @@ export class MemoryStore implements Store {
   set(key: string, value: string): void {
     this.#values.set(key, value);
   }
-
-  /** Every key held, for inspection. */
-  keys(): string[] {
-    return [...this.#values.keys()];
-  }
 }
 
 /** The subset of the Web Storage API a store needs (`window.localStorage` has it). */

@@ -17,6 +17,7 @@ import {
   CohortSpecSchema,
   JoinSchema,
   Kind,
+  PublisherRegime,
   SigningKey,
   Status,
   TopicBinding,
@@ -200,7 +201,7 @@ describe("frames encoded in JS decode in Rust to the same fields", () => {
       create(JoinSchema, { ...(cohort === undefined ? {} : { cohort: create(CohortSpecSchema, cohort) }), addr: joinAddr });
     const cases = [
       join({ topic, binding: 6 as TopicBinding, admin }),
-      join({ topic, binding: TopicBinding.MNEMONIC, admin, publishers: 2 }),
+      join({ topic, binding: TopicBinding.MNEMONIC, admin, publishers: 2 as PublisherRegime }),
       join({ topic: topic.subarray(1), binding: TopicBinding.MNEMONIC }),
       join({ topic, binding: TopicBinding.MNEMONIC, admin: admin.subarray(2) }),
       join({ topic, binding: TopicBinding.MNEMONIC, admin }, addr.subarray(1)),
