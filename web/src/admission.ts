@@ -51,7 +51,7 @@ import { type Broadcast, type DecodeFault, decodeBroadcast } from "./wire.js";
  */
 export const CURSORS_MAX_DEFAULT = 1024;
 /** Chunks remembered for implicit-authorship dedup (R28), as the Rust subscriber. */
-export const DEDUP_WINDOW_DEFAULT = 4096;
+export const DEDUP_WINDOW_CHUNKS_DEFAULT = 4096;
 
 /** An index above the one expected on a feed already seen: updates were missed. */
 export interface IndexGap {
@@ -118,8 +118,8 @@ export type Verdict =
 export interface AdmissionOptions {
   /** Per-publisher cursors kept (default `CURSORS_MAX_DEFAULT`). */
   readonly cursorsMax?: number;
-  /** Implicit dedup window in chunks (default `DEDUP_WINDOW_DEFAULT`). */
-  readonly dedupWindow?: number;
+  /** Implicit dedup window in chunks (default `DEDUP_WINDOW_CHUNKS_DEFAULT`). */
+  readonly dedupWindowChunks?: number;
 }
 
 /** The persistent part of an `Admission`, as JSON-ready values. */
@@ -163,7 +163,7 @@ export class Admission {
   constructor(spec: Spec, options: AdmissionOptions = {}) {
     this.spec = spec;
     this.#cursors = new CursorTable(options.cursorsMax ?? CURSORS_MAX_DEFAULT);
-    this.#seen = new DedupWindow(options.dedupWindow ?? DEDUP_WINDOW_DEFAULT);
+    this.#seen = new DedupWindow(options.dedupWindowChunks ?? DEDUP_WINDOW_CHUNKS_DEFAULT);
   }
 
   /** The roster in force (empty until the first ROSTER). */

@@ -5,7 +5,7 @@
  * Owns: the public surface. Never: code of its own.
  */
 
-export { Admission, CURSORS_MAX_DEFAULT, DEDUP_WINDOW_DEFAULT } from "./admission.js";
+export { Admission, CURSORS_MAX_DEFAULT, DEDUP_WINDOW_CHUNKS_DEFAULT } from "./admission.js";
 export type {
   AdmissionOptions,
   AdmissionSnapshot,
@@ -47,7 +47,7 @@ export {
   Outbox,
   PublishError,
   PublisherError,
-  QUEUED_MAX_DEFAULT,
+  QUEUED_PUBLICATIONS_MAX_DEFAULT,
   describePublishFault,
   mineOwnerId,
 } from "./outbox.js";

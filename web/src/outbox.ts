@@ -20,7 +20,7 @@
  * the topic, OWNER an id mined so that the chunk address is within PO 16 of the topic.
  *
  * Never: reads a socket, a clock or a store, verifies what it receives (the caller hands
- * verified rosters in), or grows without bound (`queuedMax`).
+ * verified rosters in), or grows without bound (`queuedPublicationsMax`).
  */
 
 import { U64_MAX, equalBytes, toHex } from "./bytes.js";
@@ -38,7 +38,7 @@ import { type Spec, authorship, bindingName } from "./spec.js";
  * Publications held while no stream takes them (a reconnect, a publisher awaiting its
  * roster): enough for a burst, small enough that a page never buffers megabytes.
  */
-export const QUEUED_MAX_DEFAULT = 256;
+export const QUEUED_PUBLICATIONS_MAX_DEFAULT = 256;
 
 /** What this stream may do now. */
 export type Role =
@@ -108,8 +108,8 @@ export interface Outgoing {
 export interface OutboxOptions {
   /** Implicit ANCHOR only: the chunk id, with keccak256(id ‖ address) = topic. */
   readonly anchorId?: Uint8Array;
-  /** Publications held at most (default `QUEUED_MAX_DEFAULT`). */
-  readonly queuedMax?: number;
+  /** Publications held at most (default `QUEUED_PUBLICATIONS_MAX_DEFAULT`). */
+  readonly queuedPublicationsMax?: number;
 }
 
 interface Stream {
@@ -132,7 +132,7 @@ export class Outbox {
   readonly spec: Spec;
   readonly #key: SigningKey;
   readonly #anchorId: Uint8Array | undefined;
-  readonly #queuedMax: number;
+  readonly #queuedPublicationsMax: number;
   readonly #queue: Publication[] = [];
   #stream: Stream | undefined;
 
@@ -141,7 +141,7 @@ export class Outbox {
     this.spec = spec;
     this.#key = key;
     this.#anchorId = options.anchorId?.slice();
-    this.#queuedMax = options.queuedMax ?? QUEUED_MAX_DEFAULT;
+    this.#queuedPublicationsMax = options.queuedPublicationsMax ?? QUEUED_PUBLICATIONS_MAX_DEFAULT;
     if (authorship(spec) === "implicit") checkShape(spec, key.address, this.#anchorId);
   }
 
@@ -171,7 +171,7 @@ export class Outbox {
       if (this.spec.admin === undefined) return { code: "no-admin" };
       if (!this.isAdmin) return { code: "not-admin" };
     }
-    if (this.#queue.length >= this.#queuedMax) return { code: "queue-full", max: this.#queuedMax };
+    if (this.#queue.length >= this.#queuedPublicationsMax) return { code: "queue-full", max: this.#queuedPublicationsMax };
     return undefined;
   }
 

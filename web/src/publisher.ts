@@ -71,7 +71,7 @@ export interface PublisherOptions {
   /** Implicit ANCHOR only: the GSOC id. */
   readonly anchorId?: Uint8Array;
   /** Publications held at most while no stream takes them. */
-  readonly queuedMax?: number;
+  readonly queuedPublicationsMax?: number;
   /** Reconnect after a reset or FULL (default true). */
   readonly reconnect?: boolean;
   readonly sendBufferBytesMax?: number;
@@ -113,7 +113,7 @@ export class Publisher {
     this.spec = options.spec;
     this.#outbox = new Outbox(options.spec, options.key, {
       ...(options.anchorId === undefined ? {} : { anchorId: options.anchorId }),
-      ...(options.queuedMax === undefined ? {} : { queuedMax: options.queuedMax }),
+      ...(options.queuedPublicationsMax === undefined ? {} : { queuedPublicationsMax: options.queuedPublicationsMax }),
     });
     this.#indices = new IndexSequences({
       store: options.store ?? new MemoryStore(),

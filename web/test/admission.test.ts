@@ -314,7 +314,7 @@ describe("cursors", () => {
 
   it("implicit dedup window is bounded", () => {
     const cohort = spec(undefined, TopicBinding.MNEMONIC);
-    const admission = new Admission(cohort, { dedupWindow: 8 });
+    const admission = new Admission(cohort, { dedupWindowChunks: 8 });
     const signer = key(3);
     const first = signImplicit(signer, feedId(TOPIC, 0n), undefined, utf8("x")).broadcast;
     asData(admission.onBroadcast(first));

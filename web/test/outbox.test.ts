@@ -125,7 +125,7 @@ describe("Outbox", () => {
       expect.objectContaining({ fault: { code: "not-admin" } }),
     );
     expect(() => writer.enqueue({ kind: Kind.EOS, index: 0n, payload: new Uint8Array(0) })).toThrow(PublishError);
-    const implicit = outbox(spec(undefined, TopicBinding.MNEMONIC), member, { queuedMax: 2 });
+    const implicit = outbox(spec(undefined, TopicBinding.MNEMONIC), member, { queuedPublicationsMax: 2 });
     expect(implicit.refusal(Kind.EOS)).toEqual({ code: "no-admin" });
     expect(() => implicit.enqueue(data(new Uint8Array(CHUNK_SIZE + 1)))).toThrow(PayloadError);
     implicit.enqueue(data(utf8("1")));

@@ -19,6 +19,7 @@ import {
   type SubscriberEvent,
   TopicBinding,
   feedId,
+  localStorageStore,
   socAddress,
   toHex,
   utf8,
@@ -250,6 +251,26 @@ describe("implicit FEED_TOPIC", () => {
     writer.instance.stop();
     viewer.instance.stop();
     await Promise.all([writer.running, viewer.running]);
+  });
+});
+
+describe("stores", () => {
+  it("a corrupt subscriber snapshot is reported and the state starts empty; localStorage-like storage works", async () => {
+    const items = new Map<string, string>();
+    const store = localStorageStore({ getItem: (key) => items.get(key) ?? null, setItem: (key, value) => void items.set(key, value) });
+    const relay = new Relay();
+    const probe = new Subscriber({ transport: relay.transport, spec: spec(admin, TopicBinding.FEED_TOPIC), store });
+    items.set(probe.stateKey, "{not json");
+    const viewer = subscriber(relay, { store });
+    await vi.waitFor(() => expect(relay.streams.length).toBe(1));
+    expect(viewer.events[0]).toMatchObject({ type: "store-fault" });
+    const source = publisher(relay, { key: admin });
+    await source.instance.publish(utf8("x"));
+    await vi.waitFor(() => expect(payloads(viewer.events)).toEqual(["x"]));
+    viewer.instance.stop();
+    source.instance.stop();
+    await Promise.all([viewer.running, source.running]);
+    expect(JSON.parse(items.get(probe.stateKey)!)).toMatchObject({ version: 1, cursors: [[toHex(admin.address), "101"]] });
   });
 });
 
