@@ -1,42 +1,59 @@
 //! The admin HTTP endpoints: `/metrics`, `/healthz`, `/readyz` and `/cohortz`.
 //!
-//! Owns: the `AdminBackend` trait (what the I/O layer exposes to operators), the paging and
-//! sorting of `/cohortz`, and a small, bounded HTTP/1.1 server on plain std
-//! threads: one acceptor and `ADMIN_WORKERS` workers fed by a bounded channel, one request per
-//! connection (`Connection: close`), the request head capped at `REQUEST_HEAD_BYTES_MAX`, a
-//! read timeout of `REQUEST_TIMEOUT`. A scraper or a curl can never slow a core: the workers
-//! only call the backend, which asks the cores through their inboxes with a deadline.
-//! Never does: touch protocol state directly, keep connections alive, read request bodies, or
-//! grow without bound (a full worker queue answers 503 at once).
+//! Owns: the `AdminBackend` trait (what the I/O layer exposes to operators), `/cohortz`'s
+//! paging and sorting, and a small, bounded HTTP/1.1 server on plain std threads: one I/O
+//! thread that polls every connection with non-blocking sockets, and `ADMIN_WORKERS` workers
+//! that compute responses. One request per connection (`Connection: close`).
+//! Never does: touch protocol state directly, keep connections alive, read request bodies,
+//! block on a client, or grow without bound.
+//!
+//! A client can cost the server one of `ADMIN_CONNECTIONS_MAX` connection slots and nothing
+//! else: heads are read and responses written by the I/O thread without blocking, so a
+//! client that trickles its request or never reads its response holds no worker, and
+//! `/healthz` keeps answering. Each connection has one total deadline,
+//! `ADMIN_CONNECTION_DEADLINE`, from accept to the last byte of its response; a slot is
+//! freed at it whatever the client does. Workers only call the backend, which asks the cores
+//! through their control mailboxes with a deadline. Stopping never waits for a client.
 //!
 //! Responses: unknown path 404; a known path with a method other than GET 405 (with
-//! `Allow: GET`); a malformed request 400; an oversize request head 431; a request head not
-//! complete within the timeout 408.
+//! `Allow: GET`); a malformed request 400; a request head over `REQUEST_HEAD_BYTES_MAX` 431;
+//! a request head not complete within `REQUEST_HEAD_DEADLINE` 408; every worker busy 503;
+//! more than `ADMIN_CONNECTIONS_MAX` connections: closed at once.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use bps_proto::CohortKey;
 use crossbeam::channel::{self, Receiver, Sender, TrySendError};
 use serde_json::{Value, json};
 
 pub use crate::metrics::MetricsSnapshot;
+use crate::protocol::{CohortStreams, CohortSummary};
 
-/// Worker threads answering requests: enough for a scraper and an operator at once.
+/// Worker threads computing responses: enough for a scraper and an operator at once.
 pub const ADMIN_WORKERS: usize = 2;
 
-/// Accepted connections waiting for a worker; beyond it a connection gets 503 at once.
+/// Requests waiting for a worker; beyond it a request gets 503 at once.
 pub const ADMIN_PENDING_MAX: usize = 16;
+
+/// Connections open at once; the admin port is for operators and scrapers, not the public.
+pub const ADMIN_CONNECTIONS_MAX: usize = 64;
 
 /// Largest request line plus headers; admin requests are a line and a few headers.
 pub const REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
 
-/// Time a client has to send its request head, and to take the response.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// Time a client has to send its whole request head.
+pub const REQUEST_HEAD_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Time a connection may live in all, from accept to the last byte of its response.
+pub const ADMIN_CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
 
 /// `/cohortz` page size when `limit` is not given.
 pub const COHORTZ_LIMIT_DEFAULT: usize = 50;
@@ -47,18 +64,29 @@ pub const COHORTZ_LIMIT_MAX: usize = 1000;
 /// Content type of the Prometheus text exposition format.
 const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// Longest the I/O thread sleeps without an event: it rechecks deadlines at least this often.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
 /// What the admin endpoints need from the running broker. Implemented by the I/O layer; every
-/// method may block its (admin) thread but never a core.
+/// method may block its (admin worker) thread but never a core.
 pub trait AdminBackend: Send + Sync {
     /// Asks every core to answer within `deadline`; one entry per core, in core order, true
     /// when that core answered.
     fn ping(&self, deadline: Duration) -> Vec<bool>;
 
-    /// Every live cohort as a JSON object (the protocol core's `CohortSnapshot`: `key`, the
-    /// spec, `streams` by role, `counters`), gathered from the home cores within `deadline`;
-    /// `None` when some core did not answer in time. `/cohortz` adds a `subscribers` count to
-    /// each (see `subscriber_count`), sorts by it descending, then by `key`, and pages.
-    fn cohorts(&self, deadline: Duration) -> Option<Vec<Value>>;
+    /// Every live cohort's summary, gathered from the home cores within `deadline`; `None`
+    /// when some core did not answer in time.
+    fn cohorts(&self, deadline: Duration) -> Option<Vec<CohortSummary>>;
+
+    /// A page of the streams of the cohort with key `key`; `None` when some core did not
+    /// answer in time, `Some(None)` when no such cohort is live.
+    fn cohort_streams(
+        &self,
+        key: &CohortKey,
+        offset: usize,
+        limit: usize,
+        deadline: Duration,
+    ) -> Option<Option<CohortStreams>>;
 
     /// The figures of one scrape.
     fn metrics(&self) -> MetricsSnapshot;
@@ -67,28 +95,25 @@ pub trait AdminBackend: Send + Sync {
     fn ready(&self) -> bool;
 }
 
-/// The sort key of `/cohortz`: the cohort's subscriber count, that is its fan-out set
-/// (spectators plus publisher streams, R25). Taken from a `subscribers` number when the cohort
-/// has one, else counted from `streams.spectator` and `streams.publisher` (each a number or a
-/// list of streams, as the protocol core's `CohortSnapshot` gives them).
-fn subscriber_count(cohort: &Value) -> u64 {
-    if let Some(count) = cohort.get("subscribers").and_then(Value::as_u64) {
-        return count;
-    }
-    let role = |name: &str| match cohort.get("streams").and_then(|streams| streams.get(name)) {
-        Some(Value::Array(streams)) => u64::try_from(streams.len()).unwrap_or(u64::MAX),
-        Some(count) => count.as_u64().unwrap_or(0),
-        None => 0,
-    };
-    role("spectator").saturating_add(role("publisher"))
-}
-
 /// State the admin endpoints share with the daemon: draining and the reloadable deadline.
 #[derive(Debug)]
 struct AdminState {
     draining: AtomicBool,
     healthz_deadline_ms: AtomicU64,
     stopping: AtomicBool,
+    /// The I/O thread's wake-up: written by workers with a response and by `stop`.
+    wake: OwnedFd,
+}
+
+impl AdminState {
+    fn wake_io(&self) {
+        let one: u64 = 1;
+        // SAFETY: an eventfd takes an 8-byte counter increment from a valid buffer; a full
+        // counter (EAGAIN) still leaves the fd readable, which is all a wake needs.
+        unsafe {
+            libc::write(self.wake.as_raw_fd(), (&raw const one).cast(), 8);
+        }
+    }
 }
 
 /// An admin listener bound but not serving yet: bind before starting the cores so that a
@@ -117,39 +142,59 @@ impl AdminListener {
         self.listener.local_addr()
     }
 
-    /// Starts the acceptor and the workers.
+    /// Starts the I/O thread and the workers.
     ///
     /// # Errors
-    /// When a thread cannot be spawned.
+    /// When the eventfd or a thread cannot be created.
     pub fn serve(
         self,
         backend: Arc<dyn AdminBackend>,
         healthz_deadline: Duration,
     ) -> io::Result<AdminServer> {
         let local_addr = self.listener.local_addr()?;
+        self.listener.set_nonblocking(true)?;
+        // SAFETY: eventfd has no memory preconditions; a negative result is checked.
+        let wake = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if wake < 0 {
+            return Err(io::Error::last_os_error());
+        }
         let state = Arc::new(AdminState {
             draining: AtomicBool::new(false),
             healthz_deadline_ms: AtomicU64::new(duration_ms(healthz_deadline)),
             stopping: AtomicBool::new(false),
+            // SAFETY: `wake` is a fresh fd owned by nothing else.
+            wake: unsafe { OwnedFd::from_raw_fd(wake) },
         });
-        let (sender, receiver) = channel::bounded::<TcpStream>(ADMIN_PENDING_MAX);
+        let (requests, jobs) = channel::bounded::<Job>(ADMIN_PENDING_MAX);
+        let (answers, responses) = channel::unbounded::<(u64, Vec<u8>)>();
         let mut threads = Vec::with_capacity(ADMIN_WORKERS + 1);
         for worker in 0..ADMIN_WORKERS {
-            let receiver = receiver.clone();
+            let jobs = jobs.clone();
+            let answers = answers.clone();
             let backend = Arc::clone(&backend);
             let state = Arc::clone(&state);
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("bps-admin-{worker}"))
-                    .spawn(move || work(&receiver, backend.as_ref(), &state))?,
+                    .spawn(move || work(&jobs, &answers, backend.as_ref(), &state))?,
             );
         }
-        let acceptor_state = Arc::clone(&state);
+        let io_state = Arc::clone(&state);
         let listener = self.listener;
         threads.push(
             std::thread::Builder::new()
-                .name("bps-admin-accept".to_owned())
-                .spawn(move || accept(&listener, &sender, &acceptor_state))?,
+                .name("bps-admin-io".to_owned())
+                .spawn(move || {
+                    Server {
+                        listener,
+                        state: io_state,
+                        requests,
+                        responses,
+                        connections: HashMap::new(),
+                        next_id: 0,
+                    }
+                    .run();
+                })?,
         );
         Ok(AdminServer {
             local_addr,
@@ -206,22 +251,15 @@ impl AdminServer {
             .store(duration_ms(deadline), Ordering::Relaxed);
     }
 
-    /// Stops accepting, lets the workers finish their requests, and joins every thread.
+    /// Stops at once: open connections are closed, workers finish the request in hand (each
+    /// bounded by the health deadline), every thread is joined.
     pub fn stop(mut self) {
         self.shut_down();
     }
 
     fn shut_down(&mut self) {
         self.state.stopping.store(true, Ordering::Relaxed);
-        // Wake the acceptor out of its blocking accept with a connection of our own.
-        let mut wake = self.local_addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(match wake {
-                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        let _ = TcpStream::connect_timeout(&wake, REQUEST_TIMEOUT);
+        self.state.wake_io();
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
@@ -240,119 +278,270 @@ fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The acceptor: hands connections to the workers, answers 503 when they are all busy. Ends
-/// (dropping the sender, which ends the workers) once stopping.
-fn accept(listener: &TcpListener, workers: &Sender<TcpStream>, state: &AdminState) {
-    for connection in listener.incoming() {
-        if state.stopping.load(Ordering::Relaxed) {
-            break;
-        }
-        let Ok(stream) = connection else {
-            // A connection that failed before accept completed (reset, fd limit): nothing to
-            // answer. Back off briefly so an fd shortage does not spin this thread.
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
-        };
-        match workers.try_send(stream) {
-            Ok(()) => {}
-            Err(TrySendError::Full(mut stream)) => {
-                // Never block the acceptor on a client: a bounded write, then close.
-                let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-                let _ = stream.write_all(&response(503, "text/plain", &[], b"busy\n"));
-                let _ = stream.shutdown(Shutdown::Both);
+/// A complete request head for a worker.
+struct Job {
+    connection: u64,
+    head: Vec<u8>,
+}
+
+/// Where one connection is.
+enum Phase {
+    /// Reading the request head.
+    Reading { head: Vec<u8> },
+    /// A worker computes the response.
+    Waiting,
+    /// Writing the response.
+    Writing { response: Vec<u8>, written: usize },
+}
+
+struct Connection {
+    stream: TcpStream,
+    accepted: Instant,
+    phase: Phase,
+}
+
+/// The I/O thread's state.
+struct Server {
+    listener: TcpListener,
+    state: Arc<AdminState>,
+    requests: Sender<Job>,
+    responses: Receiver<(u64, Vec<u8>)>,
+    connections: HashMap<u64, Connection>,
+    next_id: u64,
+}
+
+impl Server {
+    fn run(mut self) {
+        while !self.state.stopping.load(Ordering::Relaxed) {
+            self.wait();
+            self.accept();
+            self.take_responses();
+            let ids: Vec<u64> = self.connections.keys().copied().collect();
+            for id in ids {
+                self.advance(id);
             }
-            Err(TrySendError::Disconnected(_)) => break,
+        }
+    }
+
+    /// Polls the listener, the wake eventfd and every connection, for at most
+    /// `POLL_INTERVAL`.
+    fn wait(&self) {
+        let mut fds = vec![
+            pollfd(self.listener.as_raw_fd(), libc::POLLIN),
+            pollfd(self.state.wake.as_raw_fd(), libc::POLLIN),
+        ];
+        for connection in self.connections.values() {
+            let events = match connection.phase {
+                Phase::Reading { .. } => libc::POLLIN,
+                Phase::Waiting => 0,
+                Phase::Writing { .. } => libc::POLLOUT,
+            };
+            fds.push(pollfd(connection.stream.as_raw_fd(), events));
+        }
+        let timeout = i32::try_from(POLL_INTERVAL.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfds.
+        unsafe {
+            libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout);
+        }
+        let mut drained = [0_u8; 8];
+        // SAFETY: reads the eventfd's 8-byte counter into a valid buffer (EAGAIN when 0).
+        unsafe {
+            libc::read(self.state.wake.as_raw_fd(), drained.as_mut_ptr().cast(), 8);
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
+                // A connection that failed before accept completed, or an fd shortage: the
+                // next poll retries.
+                Err(_) => return,
+            };
+            if self.connections.len() >= ADMIN_CONNECTIONS_MAX
+                || stream.set_nonblocking(true).is_err()
+            {
+                continue;
+            }
+            self.next_id += 1;
+            self.connections.insert(
+                self.next_id,
+                Connection {
+                    stream,
+                    accepted: Instant::now(),
+                    phase: Phase::Reading {
+                        head: Vec::with_capacity(1024),
+                    },
+                },
+            );
+        }
+    }
+
+    fn take_responses(&mut self) {
+        while let Ok((id, response)) = self.responses.try_recv() {
+            if let Some(connection) = self.connections.get_mut(&id) {
+                connection.phase = Phase::Writing {
+                    response,
+                    written: 0,
+                };
+            }
+        }
+    }
+
+    /// Moves one connection on as far as its socket allows; closes it when done, failed or
+    /// past its deadline.
+    fn advance(&mut self, id: u64) {
+        let Some(connection) = self.connections.get_mut(&id) else {
+            return;
+        };
+        let age = connection.accepted.elapsed();
+        let done = match &mut connection.phase {
+            Phase::Reading { head } => match read_head(&mut connection.stream, head) {
+                HeadProgress::More if age < REQUEST_HEAD_DEADLINE => false,
+                HeadProgress::More => {
+                    connection.phase =
+                        writing(response(408, "text/plain", &[], b"request timeout\n"));
+                    false
+                }
+                HeadProgress::TooLarge => {
+                    connection.phase = writing(response(
+                        431,
+                        "text/plain",
+                        &[],
+                        b"request header fields too large\n",
+                    ));
+                    false
+                }
+                HeadProgress::Closed => true,
+                HeadProgress::Complete(length) => {
+                    let mut complete = std::mem::take(head);
+                    complete.truncate(length);
+                    match self.requests.try_send(Job {
+                        connection: id,
+                        head: complete,
+                    }) {
+                        Ok(()) => connection.phase = Phase::Waiting,
+                        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                            connection.phase = writing(response(503, "text/plain", &[], b"busy\n"));
+                        }
+                    }
+                    false
+                }
+            },
+            Phase::Waiting => false,
+            Phase::Writing { response, written } => {
+                write_some(&mut connection.stream, response, written)
+            }
+        };
+        if (done || age >= ADMIN_CONNECTION_DEADLINE)
+            && let Some(connection) = self.connections.remove(&id)
+        {
+            close_gracefully(&connection.stream);
         }
     }
 }
 
-/// A worker: answers one connection at a time until the acceptor goes away.
-fn work(connections: &Receiver<TcpStream>, backend: &dyn AdminBackend, state: &AdminState) {
-    while let Ok(stream) = connections.recv() {
-        handle(stream, backend, state);
+fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
     }
 }
 
-/// Reads one request, answers it, and closes the connection.
-fn handle(mut stream: TcpStream, backend: &dyn AdminBackend, state: &AdminState) {
-    let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
-    let reply = match read_head(&mut stream) {
-        Ok(head) => route(&head, backend, state),
-        Err(HeadError::TooLarge) => {
-            response(431, "text/plain", &[], b"request header fields too large\n")
-        }
-        Err(HeadError::Timeout) => response(408, "text/plain", &[], b"request timeout\n"),
-        Err(HeadError::Closed) => return,
-    };
-    let _ = stream.write_all(&reply);
-    let _ = stream.flush();
-    linger(&mut stream);
-}
-
-/// Bytes of an unread request (an oversize head, a body) discarded before closing.
-const LINGER_BYTES_MAX: usize = 64 * 1024;
-
-/// Time spent discarding unread request bytes before closing.
-const LINGER_TIMEOUT: Duration = Duration::from_millis(100);
-
-/// Closes gracefully: closing a socket with unread input sends a reset, which can destroy the
-/// response before the client reads it. Send FIN, then discard a bounded amount of input.
-fn linger(stream: &mut TcpStream) {
-    let _ = stream.shutdown(Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(LINGER_TIMEOUT));
-    let mut discarded = 0;
-    let mut sink = [0_u8; 4096];
-    while discarded < LINGER_BYTES_MAX {
-        match stream.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(read) => discarded += read,
-        }
+fn writing(response: Vec<u8>) -> Phase {
+    Phase::Writing {
+        response,
+        written: 0,
     }
 }
 
-/// Why no request head was read.
+/// Where reading a request head stands.
 #[derive(Debug, PartialEq, Eq)]
-enum HeadError {
+enum HeadProgress {
+    /// Not complete yet.
+    More,
+    /// Complete; the head is the first `n` bytes.
+    Complete(usize),
     /// More than `REQUEST_HEAD_BYTES_MAX` bytes without the end of the head.
     TooLarge,
-    /// The client was too slow.
-    Timeout,
-    /// The client closed or the socket failed; nothing to answer.
+    /// The client closed or the socket failed: nothing to answer.
     Closed,
 }
 
-/// Reads up to the blank line ending the request head.
-fn read_head(stream: &mut impl Read) -> Result<Vec<u8>, HeadError> {
-    let mut head = Vec::with_capacity(1024);
+/// Reads what the socket has into `head` (never blocking) and reports where it stands.
+fn read_head(stream: &mut impl Read, head: &mut Vec<u8>) -> HeadProgress {
     let mut chunk = [0_u8; 1024];
     loop {
-        let read = match stream.read(&mut chunk) {
-            Ok(0) => return Err(HeadError::Closed),
-            Ok(read) => read,
-            Err(error)
-                if matches!(
-                    error.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(HeadError::Timeout);
+        match stream.read(&mut chunk) {
+            Ok(0) => return HeadProgress::Closed,
+            Ok(read) => {
+                let searched_from = head.len().saturating_sub(3);
+                head.extend_from_slice(&chunk[..read]);
+                if let Some(end) = find_head_end(&head[searched_from..]) {
+                    let length = searched_from + end;
+                    return if length > REQUEST_HEAD_BYTES_MAX {
+                        HeadProgress::TooLarge
+                    } else {
+                        HeadProgress::Complete(length)
+                    };
+                }
+                if head.len() > REQUEST_HEAD_BYTES_MAX {
+                    return HeadProgress::TooLarge;
+                }
             }
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return Err(HeadError::Closed),
-        };
-        let searched_from = head.len().saturating_sub(3);
-        head.extend_from_slice(&chunk[..read]);
-        if let Some(end) = find_head_end(&head[searched_from..]) {
-            head.truncate(searched_from + end);
-            if head.len() > REQUEST_HEAD_BYTES_MAX {
-                return Err(HeadError::TooLarge);
-            }
-            return Ok(head);
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return HeadProgress::More,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return HeadProgress::Closed,
         }
-        if head.len() > REQUEST_HEAD_BYTES_MAX {
-            return Err(HeadError::TooLarge);
+    }
+}
+
+/// Writes what the socket takes; true when the response is out (or the client is gone).
+fn write_some(stream: &mut impl Write, response: &[u8], written: &mut usize) -> bool {
+    while *written < response.len() {
+        match stream.write(&response[*written..]) {
+            Ok(0) => return true,
+            Ok(count) => *written += count,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
         }
+    }
+    true
+}
+
+/// Closing a socket with unread input sends a reset, which can destroy the response before
+/// the client reads it: send FIN first and discard what is readable now.
+fn close_gracefully(stream: &TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut sink = [0_u8; 4096];
+    let mut reader = stream;
+    for _ in 0..16 {
+        match reader.read(&mut sink) {
+            Ok(read) if read > 0 => {}
+            _ => break,
+        }
+    }
+}
+
+/// A worker: answers one request at a time until the I/O thread goes away.
+fn work(
+    jobs: &Receiver<Job>,
+    answers: &Sender<(u64, Vec<u8>)>,
+    backend: &dyn AdminBackend,
+    state: &AdminState,
+) {
+    while let Ok(job) = jobs.recv() {
+        if state.stopping.load(Ordering::Relaxed) {
+            return;
+        }
+        let reply = route(&job.head, backend, state);
+        if answers.send((job.connection, reply)).is_err() {
+            return;
+        }
+        state.wake_io();
     }
 }
 
@@ -407,22 +596,39 @@ fn route(head: &[u8], backend: &dyn AdminBackend, state: &AdminState) -> Vec<u8>
                 response(503, "text/plain", &[], b"not ready\n")
             }
         }
-        _ => match CohortzQuery::parse(query) {
-            Ok(query) => match backend.cohorts(deadline) {
-                Some(cohorts) => {
-                    let body = cohortz(cohorts, &query).to_string();
-                    response(200, "application/json", &[], body.as_bytes())
-                }
-                None => response(
-                    503,
-                    "text/plain",
-                    &[],
-                    b"some core did not answer within timeouts.healthz_deadline_ms\n",
-                ),
-            },
-            Err(message) => response(400, "text/plain", &[], format!("{message}\n").as_bytes()),
-        },
+        _ => cohortz_response(query, backend, deadline),
     }
+}
+
+fn cohortz_response(query: &str, backend: &dyn AdminBackend, deadline: Duration) -> Vec<u8> {
+    let query = match CohortzQuery::parse(query) {
+        Ok(query) => query,
+        Err(message) => {
+            return response(400, "text/plain", &[], format!("{message}\n").as_bytes());
+        }
+    };
+    let slow = || {
+        response(
+            503,
+            "text/plain",
+            &[],
+            b"some core did not answer within timeouts.healthz_deadline_ms\n",
+        )
+    };
+    let body = match &query.key {
+        Some(key) => match backend.cohort_streams(key, query.offset, query.limit, deadline) {
+            None => return slow(),
+            Some(None) => {
+                return response(404, "text/plain", &[], b"no live cohort has that key\n");
+            }
+            Some(Some(page)) => streams_page(&page, &query),
+        },
+        None => match backend.cohorts(deadline) {
+            None => return slow(),
+            Some(cohorts) => cohorts_page(cohorts, &query),
+        },
+    };
+    response(200, "application/json", &[], body.to_string().as_bytes())
 }
 
 /// `METHOD TARGET HTTP/1.x` from the first line of the head.
@@ -466,19 +672,22 @@ fn healthz(answers: &[bool]) -> Vec<u8> {
 }
 
 /// The parameters of `/cohortz`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct CohortzQuery {
     limit: usize,
     offset: usize,
+    /// With `key=<hex>`: the streams of that one cohort, paged the same way.
+    key: Option<CohortKey>,
 }
 
 impl CohortzQuery {
-    /// Parses `limit=N&offset=M&sort=subscribers`; unknown parameters are ignored, bad values
-    /// are errors naming the parameter.
+    /// Parses `limit=N&offset=M&sort=subscribers&key=HEX`; unknown parameters are ignored,
+    /// bad values are errors naming the parameter.
     fn parse(query: &str) -> Result<CohortzQuery, String> {
         let mut parsed = CohortzQuery {
             limit: COHORTZ_LIMIT_DEFAULT,
             offset: 0,
+            key: None,
         };
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -501,6 +710,12 @@ impl CohortzQuery {
                         "sort={value}: expected subscribers (the only order offered)"
                     ));
                 }
+                "key" => {
+                    let bytes = hex::decode(value.trim_start_matches("0x")).map_err(|_| {
+                        format!("key={value}: expected the cohort's canonical key in hex")
+                    })?;
+                    parsed.key = Some(CohortKey::from_bytes(bytes.into()));
+                }
                 _ => {}
             }
         }
@@ -508,28 +723,21 @@ impl CohortzQuery {
     }
 }
 
-/// One `/cohortz` page: sorted by subscribers, descending, then by key for a stable order.
-fn cohortz(mut cohorts: Vec<Value>, query: &CohortzQuery) -> Value {
+/// One `/cohortz` page: sorted by subscribers, descending, then by key for a stable order;
+/// each summary with its `age_ms` and `idle_ms`.
+fn cohorts_page(mut cohorts: Vec<CohortSummary>, query: &CohortzQuery) -> Value {
     let total = cohorts.len();
-    for cohort in &mut cohorts {
-        let count = subscriber_count(cohort);
-        if let Value::Object(fields) = cohort {
-            fields.insert("subscribers".to_owned(), Value::from(count));
-        }
-    }
     cohorts.sort_by(|first, second| {
-        subscriber_count(second)
-            .cmp(&subscriber_count(first))
-            .then_with(|| {
-                let key =
-                    |cohort: &Value| cohort.get("key").and_then(Value::as_str).map(str::to_owned);
-                key(first).cmp(&key(second))
-            })
+        second
+            .subscribers
+            .cmp(&first.subscribers)
+            .then_with(|| first.key.cmp(&second.key))
     });
     let page: Vec<Value> = cohorts
-        .into_iter()
+        .iter()
         .skip(query.offset)
         .take(query.limit)
+        .map(summary_json)
         .collect();
     json!({
         "cohorts_total": total,
@@ -538,6 +746,22 @@ fn cohortz(mut cohorts: Vec<Value>, query: &CohortzQuery) -> Value {
         "sort": "subscribers",
         "cohorts": page,
     })
+}
+
+/// `/cohortz?key=`: one cohort's summary, roster and a page of its streams.
+fn streams_page(page: &CohortStreams, query: &CohortzQuery) -> Value {
+    json!({
+        "cohort": summary_json(&page.summary),
+        "roster": page.roster,
+        "streams_total": page.streams_total,
+        "offset": page.offset,
+        "limit": query.limit,
+        "streams": page.streams,
+    })
+}
+
+fn summary_json(summary: &CohortSummary) -> Value {
+    serde_json::to_value(summary).unwrap_or(Value::Null)
 }
 
 /// A complete HTTP/1.1 response with `Connection: close`.
@@ -594,27 +818,30 @@ mod tests {
         assert_eq!(find_head_end(b"a\r\nb"), None);
     }
 
-    #[test]
-    fn head_split_across_reads() {
-        struct Trickle(Vec<u8>);
-        impl Read for Trickle {
-            fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
-                if self.0.is_empty() {
-                    return Ok(0);
-                }
-                buffer[0] = self.0.remove(0);
-                Ok(1)
+    /// Gives one byte per read, then "would block".
+    struct Trickle(Vec<u8>);
+
+    impl Read for Trickle {
+        fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
             }
+            buffer[0] = self.0.remove(0);
+            Ok(1)
         }
+    }
+
+    #[test]
+    fn a_head_read_in_pieces_completes_and_an_endless_one_is_refused() {
+        let mut head = Vec::new();
         let mut input = Trickle(b"GET / HTTP/1.1\r\nA: b\r\n\r\nbody".to_vec());
-        assert_eq!(
-            read_head(&mut input),
-            Ok(b"GET / HTTP/1.1\r\nA: b\r\n\r\n".to_vec())
-        );
+        assert_eq!(read_head(&mut input, &mut head), HeadProgress::Complete(24));
+        let mut head = Vec::new();
+        let mut partial = Trickle(b"GET / HTTP/1.1\r\n".to_vec());
+        assert_eq!(read_head(&mut partial, &mut head), HeadProgress::More);
+        let mut head = Vec::new();
         let mut endless = Trickle(vec![b'a'; REQUEST_HEAD_BYTES_MAX + 10]);
-        assert_eq!(read_head(&mut endless), Err(HeadError::TooLarge));
-        let mut cut = Trickle(b"GET / HTTP/1.1\r\n".to_vec());
-        assert_eq!(read_head(&mut cut), Err(HeadError::Closed));
+        assert_eq!(read_head(&mut endless, &mut head), HeadProgress::TooLarge);
     }
 
     #[test]
@@ -623,45 +850,26 @@ mod tests {
             CohortzQuery::parse(""),
             Ok(CohortzQuery {
                 limit: 50,
-                offset: 0
+                offset: 0,
+                key: None,
             })
         );
         assert_eq!(
-            CohortzQuery::parse("limit=5&offset=7&sort=subscribers&x=1"),
+            CohortzQuery::parse("limit=5&offset=7&sort=subscribers&x=1&key=0x0a20"),
             Ok(CohortzQuery {
                 limit: 5,
-                offset: 7
+                offset: 7,
+                key: Some(CohortKey::from_bytes(vec![0x0a, 0x20].into())),
             })
         );
         assert_eq!(
-            CohortzQuery::parse("limit=5000"),
-            Ok(CohortzQuery {
-                limit: 1000,
-                offset: 0
-            })
+            CohortzQuery::parse("limit=5000").map(|query| query.limit),
+            Ok(1000)
         );
         assert!(CohortzQuery::parse("limit=-1").is_err());
         assert!(CohortzQuery::parse("offset=x").is_err());
         assert!(CohortzQuery::parse("sort=name").is_err());
-    }
-
-    #[test]
-    fn subscriber_count_fallbacks() {
-        assert_eq!(subscriber_count(&json!({"subscribers": 3})), 3);
-        assert_eq!(
-            subscriber_count(&json!({"streams": {"spectator": 2, "publisher": 1}})),
-            3
-        );
-        assert_eq!(
-            subscriber_count(&json!({"streams": {
-                "spectator": [{"id": 1}, {"id": 2}],
-                "publisher": [{"id": 3}],
-                "pending": [{"id": 4}],
-                "silent": [{"id": 5}],
-            }})),
-            3
-        );
-        assert_eq!(subscriber_count(&json!({})), 0);
+        assert!(CohortzQuery::parse("key=zz").is_err());
     }
 
     #[test]

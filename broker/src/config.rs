@@ -74,12 +74,22 @@ pub struct ServerConfig {
     pub drain_deadline_ms: u64,
     /// Time a connection has to send its Join (R2), so idle sockets cannot hold descriptors.
     pub join_deadline_ms: u64,
-    /// Bound of each core's cross-core inbox; at it senders pause reading, so memory is bounded.
+    /// Bound of each core's two cross-core lanes (home and owner messages); beyond it a
+    /// sender keeps messages in its overflow and pauses its readers, so memory is bounded.
     pub inbox_messages_max: usize,
+    /// Owner-direction messages (deliveries, sends, closes) a core keeps in its overflows
+    /// before it stops taking work that makes more, so backpressure is transitive.
+    pub overflow_messages_max: usize,
     /// Frames per vectored write (at most `IOV_MAX`); many per syscall makes fan-out cheap.
     pub write_batch_frames_max: usize,
     /// Descriptors one stream costs, so the startup check can size `RLIMIT_NOFILE` for it.
     pub nofile_per_stream: u64,
+    /// Idle time before TCP keepalive probes a silent peer (three probes follow, one per
+    /// third of it), so a vanished peer's connection ends even when nothing is sent to it.
+    pub tcp_keepalive_ms: u64,
+    /// `TCP_USER_TIMEOUT`: how long sent data (or probes) may stay unacknowledged before the
+    /// kernel drops the connection, so a vanished subscriber frees its slot.
+    pub tcp_user_timeout_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -92,8 +102,11 @@ impl Default for ServerConfig {
             drain_deadline_ms: 10_000,
             join_deadline_ms: 10_000,
             inbox_messages_max: 16_384,
+            overflow_messages_max: 16_384,
             write_batch_frames_max: 64,
             nofile_per_stream: 1,
+            tcp_keepalive_ms: 30_000,
+            tcp_user_timeout_ms: 60_000,
         }
     }
 }
@@ -166,6 +179,15 @@ pub struct LimitsConfig {
     /// Cohorts exported with series of their own (the largest by subscribers); the rest are
     /// summed, so a scrape stays bounded whatever the number of cohorts.
     pub cohort_series_max: usize,
+    /// The memory budget: the worst case of every configured bound must fit, checked at start
+    /// and on reload (0 = half of the host's memory or of its cgroup limit).
+    pub memory_bytes_max: u64,
+    /// Frame bytes the broker holds at most (frames read and not released yet, grown read
+    /// buffers); at the bound readers wait, so TCP pushes back instead of memory growing.
+    pub frame_memory_bytes_max: usize,
+    /// Frames one core has read and not had consumed yet (each may hold a verification job);
+    /// at the bound that core's readers wait.
+    pub frames_in_flight_per_core_max: usize,
 }
 
 impl Default for LimitsConfig {
@@ -189,6 +211,9 @@ impl Default for LimitsConfig {
             prejoin_connections_per_peer_max: protocol.prejoin_connections_per_peer_max,
             join_timeouts_per_peer_max: protocol.join_timeouts_per_peer_max,
             cohort_series_max: 100,
+            memory_bytes_max: 0,
+            frame_memory_bytes_max: 512 << 20,
+            frames_in_flight_per_core_max: 4096,
         }
     }
 }
@@ -213,6 +238,9 @@ pub struct TimeoutsConfig {
     pub blocklist_join_timeout_ms: u64,
     /// Time each core has to answer /healthz (and /cohortz), so a wedged core is reported.
     pub healthz_deadline_ms: u64,
+    /// Time a closing stream has to take what is queued for it (an Ack refusal, EOS, a
+    /// drain) before it is reset, so a peer that never reads cannot hold its slot.
+    pub flush_deadline_ms: u64,
 }
 
 impl Default for TimeoutsConfig {
@@ -226,6 +254,7 @@ impl Default for TimeoutsConfig {
             blocklist_claim_timeout_ms: protocol.blocklist_claim_timeout_ms,
             blocklist_join_timeout_ms: protocol.blocklist_join_timeout_ms,
             healthz_deadline_ms: 1_000,
+            flush_deadline_ms: 5_000,
         }
     }
 }
@@ -238,7 +267,8 @@ pub struct VerifyConfig {
     pub mode: VerifyMode,
     /// Worker threads of the pool (0 = one per core): a SOC check bounds publications/s.
     pub workers: usize,
-    /// Job queue bound; when full, publishers stop being read (backpressure), nothing dropped.
+    /// Jobs the pool's queue holds (0 = every core's `limits.frames_in_flight_per_core_max`,
+    /// the most that can exist: each job belongs to a frame in flight, so it never fills).
     pub queue_jobs_max: usize,
     /// Jobs a worker takes at once: a batch is the unit of work, amortising wake-ups and
     /// letting same-owner signatures be checked together.
@@ -255,7 +285,7 @@ impl Default for VerifyConfig {
         VerifyConfig {
             mode: VerifyMode::Pool,
             workers: 0,
-            queue_jobs_max: 4096,
+            queue_jobs_max: 0,
             batch_jobs_max: 64,
             batch_wait_us: 200,
             key_cache_keys_max: 4096,
@@ -271,6 +301,9 @@ pub struct LogConfig {
     pub level: String,
     /// `text` for people reading a terminal, `json` for log pipelines.
     pub format: LogFormat,
+    /// Log lines per second (and per core) that peers can trigger (a bad frame, a missed Join
+    /// deadline, a blocklisting); the rest are counted, not written.
+    pub peer_lines_per_s_max: u32,
 }
 
 impl Default for LogConfig {
@@ -278,6 +311,7 @@ impl Default for LogConfig {
         LogConfig {
             level: "info".to_owned(),
             format: LogFormat::Text,
+            peer_lines_per_s_max: 20,
         }
     }
 }
@@ -735,13 +769,36 @@ impl BrokerConfig {
         }
     }
 
-    /// The effective number of cores: `server.cores`, or all of `available` when it is 0.
+    /// The effective number of cores: `server.cores`, or all of `available` when it is 0,
+    /// never more than `CORES_MAX` (a `StreamId` names its core in 8 bits; the startup check
+    /// warns when it clamps).
     #[must_use]
     pub fn effective_cores(&self, available: usize) -> usize {
         if self.server.cores == 0 {
-            available
+            available.clamp(1, CORES_MAX)
         } else {
             self.server.cores
+        }
+    }
+
+    /// Verification workers on `cores` cores (`verify.workers`, or one per core when 0).
+    #[must_use]
+    pub fn effective_verify_workers(&self, cores: usize) -> usize {
+        if self.verify.workers == 0 {
+            cores
+        } else {
+            self.verify.workers
+        }
+    }
+
+    /// The pool's queue on `cores` cores: `verify.queue_jobs_max`, or every job the cores may
+    /// have in flight when it is 0.
+    #[must_use]
+    pub fn effective_queue_jobs(&self, cores: usize) -> usize {
+        if self.verify.queue_jobs_max == 0 {
+            cores.saturating_mul(self.limits.frames_in_flight_per_core_max)
+        } else {
+            self.verify.queue_jobs_max
         }
     }
 
@@ -794,7 +851,7 @@ impl BrokerConfig {
             })
             .collect();
         let server = &self.server;
-        let at_least_one: [(&str, u64); 10] = [
+        let at_least_one: [(&str, u64); 15] = [
             ("server.drain_deadline_ms", server.drain_deadline_ms),
             ("server.join_deadline_ms", server.join_deadline_ms),
             (
@@ -814,8 +871,25 @@ impl BrokerConfig {
                 "timeouts.healthz_deadline_ms",
                 self.timeouts.healthz_deadline_ms,
             ),
-            ("verify.queue_jobs_max", to_u64(self.verify.queue_jobs_max)),
             ("verify.batch_jobs_max", to_u64(self.verify.batch_jobs_max)),
+            (
+                "server.overflow_messages_max",
+                to_u64(server.overflow_messages_max),
+            ),
+            ("server.tcp_keepalive_ms", server.tcp_keepalive_ms),
+            ("server.tcp_user_timeout_ms", server.tcp_user_timeout_ms),
+            (
+                "limits.frame_memory_bytes_max",
+                to_u64(self.limits.frame_memory_bytes_max),
+            ),
+            (
+                "limits.frames_in_flight_per_core_max",
+                to_u64(self.limits.frames_in_flight_per_core_max),
+            ),
+            (
+                "timeouts.flush_deadline_ms",
+                self.timeouts.flush_deadline_ms,
+            ),
             (
                 "verify.key_cache_keys_max",
                 to_u64(self.verify.key_cache_keys_max),
@@ -866,7 +940,9 @@ impl BrokerConfig {
                 ),
             ));
         }
-        if self.verify.batch_jobs_max > self.verify.queue_jobs_max {
+        if self.verify.queue_jobs_max != 0
+            && self.verify.batch_jobs_max > self.verify.queue_jobs_max
+        {
             errors.push(ConfigError::new(
                 "verify.batch_jobs_max",
                 Some(self.verify.batch_jobs_max.to_string()),
@@ -924,13 +1000,15 @@ fn addresses_collide(first: SocketAddr, second: SocketAddr) -> bool {
 pub fn is_reloadable(key: &str) -> bool {
     match split_dotted_key(key) {
         Some(("timeouts", _)) => true,
-        // Sizes the I/O layer fixes per connection at accept need a restart.
+        // Sizes the I/O layer fixes at start (per connection, per core) need a restart.
         Some(("limits", field)) => !matches!(
             field,
             "frame_bytes_max"
                 | "connections_max"
                 | "outbound_queue_frames_max"
                 | "frames_in_flight_per_stream_max"
+                | "frame_memory_bytes_max"
+                | "frames_in_flight_per_core_max"
         ),
         Some(("log", "level")) => true,
         _ => false,
@@ -995,6 +1073,8 @@ pub fn apply_reloadable(old: &BrokerConfig, new: &BrokerConfig) -> BrokerConfig 
         connections_max: old.limits.connections_max,
         outbound_queue_frames_max: old.limits.outbound_queue_frames_max,
         frames_in_flight_per_stream_max: old.limits.frames_in_flight_per_stream_max,
+        frame_memory_bytes_max: old.limits.frame_memory_bytes_max,
+        frames_in_flight_per_core_max: old.limits.frames_in_flight_per_core_max,
         ..new.limits.clone()
     };
     merged.log.level = new.log.level.clone();

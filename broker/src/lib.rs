@@ -10,6 +10,7 @@ pub use bps_core as protocol;
 
 // ops modules
 pub mod admin;
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod lifecycle;

@@ -1,7 +1,9 @@
 //! The daemon's life: logging, startup checks, signals, systemd notifications, reload, drain.
 //!
-//! Owns: `init_logging` (tracing, text or JSON, level reloadable), `startup_checks` (refuse
-//! clear misconfiguration of the host with a message naming the fix), `SignalWatcher` (a
+//! Owns: `init_logging` (tracing, text or JSON, level reloadable, through a non-blocking
+//! writer so that no runtime thread ever waits for stderr), `startup_checks` (refuse clear
+//! misconfiguration of the host with a message naming the fix, and a configuration whose
+//! worst-case memory exceeds its budget), `SignalWatcher` (a
 //! dedicated signal-hook thread: SIGTERM/SIGINT drain, a second one exits at once with code 1,
 //! SIGHUP reloads), `plan_reload` (which changes a SIGHUP applies), the systemd notifications
 //! (READY, STOPPING, STATUS and a `Watchdog` that pets only when every core answers), and
@@ -23,6 +25,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry, reload};
 
 use crate::admin::{AdminBackend, AdminServer};
+use crate::budget::MemoryBudget;
 use crate::config::{
     BrokerConfig, ConfigError, ConfigSources, LimitsConfig, LogConfig, LogFormat, apply_reloadable,
     reloadable_diff,
@@ -36,14 +39,19 @@ pub const NOFILE_BASE_MARGIN: u64 = 64;
 /// instance, its eventfd and timer.
 pub const NOFILE_PER_CORE_MARGIN: u64 = 8;
 
+/// Log lines the non-blocking writer buffers; beyond it lines are dropped (and counted)
+/// rather than a runtime thread waiting for a slow stderr (a full journald pipe).
+pub const LOG_BUFFERED_LINES_MAX: usize = 16_384;
+
 /// What the daemon needs from the running broker (implemented over `io::Broker` in main.rs).
 pub trait Service {
     /// The BPS listen address actually bound.
     fn listen_addr(&self) -> SocketAddr;
     /// What the admin endpoints read.
     fn admin_backend(&self) -> Arc<dyn AdminBackend>;
-    /// Applies the reloadable keys of `config` on every core.
-    fn reload(&self, config: &BrokerConfig);
+    /// Applies the reloadable keys of `config` (whose worst case is `budget`) on every core,
+    /// without waiting for any; returns the cores that did not take it.
+    fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<usize>;
     /// Stops accepting, closes every stream cleanly, and waits for the cores up to `deadline`.
     fn drain(self, deadline: Duration) -> DrainSummary;
     /// `io_uring` or `epoll`.
@@ -65,6 +73,11 @@ pub struct DrainSummary {
 pub struct LogControl {
     handle: Option<reload::Handle<EnvFilter, Registry>>,
     rust_log: Option<String>,
+    /// The non-blocking writer's flush guard and its count of dropped lines.
+    writer: Option<(
+        tracing_appender::non_blocking::WorkerGuard,
+        tracing_appender::non_blocking::ErrorCounter,
+    )>,
 }
 
 impl fmt::Debug for LogControl {
@@ -83,7 +96,16 @@ impl LogControl {
         LogControl {
             handle: None,
             rust_log: None,
+            writer: None,
         }
+    }
+
+    /// Log lines dropped because the writer's buffer was full.
+    #[must_use]
+    pub fn lines_dropped(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map_or(0, |(_, dropped)| dropped.dropped_lines() as u64)
     }
 
     /// Applies a new `log.level`, unless `RUST_LOG` overrides it.
@@ -107,7 +129,9 @@ impl LogControl {
 }
 
 /// Installs the global tracing subscriber: `RUST_LOG` (when set and non-empty) or `log.level`
-/// as the filter, text or JSON lines on stderr (journald takes stderr under systemd).
+/// as the filter, text or JSON lines on stderr (journald takes stderr under systemd),
+/// written by a thread of its own from a bounded buffer of `LOG_BUFFERED_LINES_MAX` lines.
+/// The returned control must live as long as logging: dropping it flushes the buffer.
 ///
 /// # Errors
 /// When the filter does not parse or a subscriber is already installed.
@@ -117,14 +141,20 @@ pub fn init_logging(log: &LogConfig, rust_log: Option<String>) -> Result<LogCont
     let filter = EnvFilter::try_new(directives)
         .map_err(|error| format!("invalid log filter {directives:?}: {error}"))?;
     let (filter, handle) = reload::Layer::new(filter);
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_BUFFERED_LINES_MAX)
+        .lossy(true)
+        .thread_name("bps-log")
+        .finish(std::io::stderr());
+    let dropped = writer.error_counter();
     let format = match log.format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .boxed(),
     };
     tracing_subscriber::registry()
@@ -135,6 +165,7 @@ pub fn init_logging(log: &LogConfig, rust_log: Option<String>) -> Result<LogCont
     Ok(LogControl {
         handle: Some(handle),
         rust_log,
+        writer: Some((guard, dropped)),
     })
 }
 
@@ -145,16 +176,31 @@ pub struct HostFacts {
     pub available_cores: usize,
     /// `RLIMIT_NOFILE` soft limit after `raise_nofile_limit`, if it could be read.
     pub nofile_soft: Option<u64>,
+    /// The host's memory (or its cgroup's limit), for the default memory budget.
+    pub memory_bytes: u64,
 }
 
 impl HostFacts {
-    /// Reads the host: the affinity mask's cores and the current `RLIMIT_NOFILE`.
+    /// Reads the host: the affinity mask's cores, the current `RLIMIT_NOFILE`, the memory.
     #[must_use]
     pub fn probe() -> HostFacts {
         HostFacts {
             available_cores: available_cores(),
             nofile_soft: nofile_limits().map(|(soft, _)| soft),
+            memory_bytes: crate::budget::host_memory_bytes(),
         }
+    }
+
+    /// The worst case of `config` on this host.
+    #[must_use]
+    pub fn budget_of(&self, config: &BrokerConfig) -> MemoryBudget {
+        let cores = config.effective_cores(self.available_cores);
+        MemoryBudget::of(
+            config,
+            cores,
+            config.effective_verify_workers(cores),
+            self.memory_bytes,
+        )
     }
 }
 
@@ -220,16 +266,17 @@ pub fn raise_nofile_limit(needed: u64) -> Option<u64> {
 }
 
 /// Refuses clear misconfiguration of the host, each message naming the fix. Returns the
-/// configuration to run with: when `limits.connections_max` is left at its default and the
-/// file-descriptor limit cannot hold it, the default is lowered to what fits (with a warning
-/// from the caller); an explicit value that does not fit is refused.
+/// configuration to run with and its worst-case memory: when `limits.connections_max` is
+/// left at its default and the file-descriptor limit or the memory budget cannot hold it,
+/// the default is lowered to what fits (with a warning from the caller); an explicit value
+/// that does not fit is refused.
 ///
 /// # Errors
 /// Every refusal, one message each.
 pub fn startup_checks(
     config: &BrokerConfig,
     host: &HostFacts,
-) -> Result<(BrokerConfig, Vec<String>), Vec<String>> {
+) -> Result<(BrokerConfig, Vec<String>, MemoryBudget), Vec<String>> {
     let mut refusals = Vec::new();
     let mut warnings = Vec::new();
     let mut effective = config.clone();
@@ -240,38 +287,112 @@ pub fn startup_checks(
             config.server.cores, host.available_cores
         ));
     }
+    if config.server.cores == 0 && host.available_cores > crate::config::CORES_MAX {
+        warnings.push(format!(
+            "{} cores are available but a broker runs at most {} (a stream id names its core \
+             in 8 bits); running on {}",
+            host.available_cores,
+            crate::config::CORES_MAX,
+            crate::config::CORES_MAX
+        ));
+    }
     let cores = config.effective_cores(host.available_cores);
-    let needed = nofile_needed(config, cores);
-    if let Some(soft) = host.nofile_soft.filter(|soft| *soft < needed) {
-        let margin = nofile_needed(config, cores)
-            - u64::try_from(config.limits.connections_max)
-                .unwrap_or(u64::MAX)
-                .saturating_mul(config.server.nofile_per_stream);
-        let fitting = soft.saturating_sub(margin) / config.server.nofile_per_stream.max(1);
-        let is_default = config.limits.connections_max == LimitsConfig::default().connections_max;
-        if is_default && fitting > 0 {
-            effective.limits.connections_max = usize::try_from(fitting).unwrap_or(usize::MAX);
-            warnings.push(format!(
-                "RLIMIT_NOFILE is {soft}, too low for the default limits.connections_max = {} \
-                 (needs {needed}); running with limits.connections_max = {fitting}. Raise \
-                 LimitNOFILE= in the unit or `ulimit -n` to get the default",
-                config.limits.connections_max
-            ));
-        } else {
-            refusals.push(format!(
-                "RLIMIT_NOFILE is {soft} but limits.connections_max = {} x \
-                 server.nofile_per_stream = {} plus {margin} for listeners and runtimes needs \
-                 {needed}: raise LimitNOFILE= in the unit or `ulimit -n`, or lower \
-                 limits.connections_max to at most {fitting}",
-                config.limits.connections_max, config.server.nofile_per_stream
-            ));
-        }
+    let is_default = config.limits.connections_max == LimitsConfig::default().connections_max;
+    fit_nofile(
+        &mut effective,
+        host,
+        cores,
+        is_default,
+        (&mut refusals, &mut warnings),
+    );
+    let budget = fit_budget(
+        &mut effective,
+        host,
+        is_default,
+        (&mut refusals, &mut warnings),
+    );
+    let jobs_needed = cores.saturating_mul(config.limits.frames_in_flight_per_core_max);
+    if config.verify.queue_jobs_max != 0 && config.verify.queue_jobs_max < jobs_needed {
+        refusals.push(format!(
+            "verify.queue_jobs_max = {} is below the {cores} cores x \
+             limits.frames_in_flight_per_core_max = {} = {jobs_needed} jobs that may be in \
+             flight: raise it, or set it to 0 to size it so",
+            config.verify.queue_jobs_max, config.limits.frames_in_flight_per_core_max
+        ));
     }
     if refusals.is_empty() {
-        Ok((effective, warnings))
+        Ok((effective, warnings, budget))
     } else {
         Err(refusals)
     }
+}
+
+/// The `RLIMIT_NOFILE` part of `startup_checks`.
+fn fit_nofile(
+    effective: &mut BrokerConfig,
+    host: &HostFacts,
+    cores: usize,
+    is_default: bool,
+    (refusals, warnings): (&mut Vec<String>, &mut Vec<String>),
+) {
+    let needed = nofile_needed(effective, cores);
+    let Some(soft) = host.nofile_soft.filter(|soft| *soft < needed) else {
+        return;
+    };
+    let margin = needed
+        - u64::try_from(effective.limits.connections_max)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(effective.server.nofile_per_stream);
+    let fitting = soft.saturating_sub(margin) / effective.server.nofile_per_stream.max(1);
+    if is_default && fitting > 0 {
+        warnings.push(format!(
+            "RLIMIT_NOFILE is {soft}, too low for the default limits.connections_max = {} \
+             (needs {needed}); running with limits.connections_max = {fitting}. Raise \
+             LimitNOFILE= in the unit or `ulimit -n` to get the default",
+            effective.limits.connections_max
+        ));
+        effective.limits.connections_max = usize::try_from(fitting).unwrap_or(usize::MAX);
+    } else {
+        refusals.push(format!(
+            "RLIMIT_NOFILE is {soft} but limits.connections_max = {} x \
+             server.nofile_per_stream = {} plus {margin} for listeners and runtimes needs \
+             {needed}: raise LimitNOFILE= in the unit or `ulimit -n`, or lower \
+             limits.connections_max to at most {fitting}",
+            effective.limits.connections_max, effective.server.nofile_per_stream
+        ));
+    }
+}
+
+/// The memory-budget part of `startup_checks`: the worst case must fit; a default
+/// `limits.connections_max` is lowered until it does.
+fn fit_budget(
+    effective: &mut BrokerConfig,
+    host: &HostFacts,
+    is_default: bool,
+    (refusals, warnings): (&mut Vec<String>, &mut Vec<String>),
+) -> MemoryBudget {
+    let mut budget = host.budget_of(effective);
+    if budget.fits() || !is_default {
+        if !budget.fits() {
+            refusals.push(budget.refusal());
+        }
+        return budget;
+    }
+    let wanted = effective.limits.connections_max;
+    while !budget.fits() && effective.limits.connections_max > 1 {
+        effective.limits.connections_max /= 2;
+        budget = host.budget_of(effective);
+    }
+    if budget.fits() {
+        warnings.push(format!(
+            "the default limits.connections_max = {wanted} does not fit the memory budget \
+             (limits.memory_bytes_max); running with limits.connections_max = {} ({budget})",
+            effective.limits.connections_max
+        ));
+    } else {
+        refusals.push(budget.refusal());
+    }
+    budget
 }
 
 /// A signal the main thread acts on.
@@ -458,8 +579,7 @@ impl Drop for Watchdog {
 /// drain's summary.
 pub fn serve<S, L>(
     service: S,
-    admin: &AdminServer,
-    log: &LogControl,
+    (admin, log, host): (&AdminServer, &LogControl, &HostFacts),
     events: &Receiver<Event>,
     mut config: BrokerConfig,
     mut load: L,
@@ -482,8 +602,18 @@ where
                 changes,
                 restart_required,
             } => {
+                let budget = host.budget_of(&new);
+                if !budget.fits() {
+                    tracing::error!(
+                        "reload refused; keeping the running config: {}",
+                        budget.refusal()
+                    );
+                    continue;
+                }
                 // Applied first, so "reload applied" in the log means it is in force.
-                service.reload(&new);
+                for core in service.reload(&new, budget) {
+                    tracing::warn!(core, "core did not take the reload (it is not answering)");
+                }
                 for change in &changes {
                     tracing::info!(change, "reload applied");
                 }
@@ -523,8 +653,9 @@ pub fn listening_line(listen: SocketAddr, admin: SocketAddr, driver: &str, cores
     format!("bps-broker listening listen={listen} admin={admin} driver={driver} cores={cores}")
 }
 
-/// Everything `run` needs from `main.rs`: how to start the broker.
-pub type Start<S> = fn(&BrokerConfig) -> Result<S, String>;
+/// Everything `run` needs from `main.rs`: how to start the broker with a configuration and
+/// its worst-case memory.
+pub type Start<S> = fn(&BrokerConfig, MemoryBudget) -> Result<S, String>;
 
 /// The whole `run` path after the command line is parsed: load and validate the config, start
 /// logging, check the host, start the broker and the admin server, tell systemd, serve until a
@@ -551,13 +682,15 @@ pub fn run<S: Service>(sources: &ConfigSources, start: Start<S>) -> u8 {
     let host = HostFacts {
         available_cores: available,
         nofile_soft: raise_nofile_limit(needed),
+        memory_bytes: crate::budget::host_memory_bytes(),
     };
-    let config = match startup_checks(&config, &host) {
-        Ok((config, warnings)) => {
+    let (config, budget) = match startup_checks(&config, &host) {
+        Ok((config, warnings, budget)) => {
             for warning in warnings {
                 tracing::warn!("{warning}");
             }
-            config
+            tracing::info!("memory budget: {budget}");
+            (config, budget)
         }
         Err(refusals) => {
             for refusal in refusals {
@@ -584,7 +717,7 @@ pub fn run<S: Service>(sources: &ConfigSources, start: Start<S>) -> u8 {
             return 1;
         }
     };
-    let service = match start(&config) {
+    let service = match start(&config, budget) {
         Ok(service) => service,
         Err(message) => {
             tracing::error!("cannot start: {message}");
@@ -621,10 +754,16 @@ pub fn run<S: Service>(sources: &ConfigSources, start: Start<S>) -> u8 {
     let watchdog = Watchdog::start(service.admin_backend());
     // A reload re-reads the same sources and fits them to the host the same way, so a
     // default lowered at start is not mistaken for a change.
-    let summary = serve(service, &admin, &log, &events, config, || {
+    let summary = serve(service, (&admin, &log, &host), &events, config, || {
         BrokerConfig::load_from_process_env(sources)
-            .map(|loaded| startup_checks(&loaded, &host).map_or(loaded, |(fitted, _)| fitted))
+            .map(|loaded| startup_checks(&loaded, &host).map_or(loaded, |(fitted, _, _)| fitted))
     });
+    if log.lines_dropped() > 0 {
+        eprintln!(
+            "bps-broker: {} log lines were dropped while stderr was not keeping up",
+            log.lines_dropped()
+        );
+    }
     drop(watchdog);
     admin.stop();
     drop(signals);
@@ -658,10 +797,11 @@ pub fn check_config(sources: &ConfigSources) -> u8 {
         return refuse_config(&errors);
     }
     match startup_checks(&config, &HostFacts::probe()) {
-        Ok((_, warnings)) => {
+        Ok((_, warnings, budget)) => {
             for warning in warnings {
                 eprintln!("warning: {warning}");
             }
+            eprintln!("memory budget: {budget}");
         }
         Err(refusals) => {
             for refusal in refusals {
@@ -682,13 +822,14 @@ mod tests {
         HostFacts {
             available_cores: cores,
             nofile_soft: Some(nofile),
+            memory_bytes: 64 << 30,
         }
     }
 
     #[test]
     fn startup_checks_pass_with_room() {
         let config = BrokerConfig::default();
-        let Ok((effective, warnings)) = startup_checks(&config, &host(4, 1 << 20)) else {
+        let Ok((effective, warnings, _)) = startup_checks(&config, &host(4, 1 << 20)) else {
             panic!("refused");
         };
         assert_eq!(effective, config);
@@ -713,13 +854,63 @@ mod tests {
     #[test]
     fn startup_checks_fit_the_default_connection_bound() {
         let config = BrokerConfig::default();
-        let Ok((effective, warnings)) = startup_checks(&config, &host(2, 20_000)) else {
+        let Ok((effective, warnings, _)) = startup_checks(&config, &host(2, 20_000)) else {
             panic!("refused");
         };
         // 20000 minus 64 base minus 2 x 8 per core.
         assert_eq!(effective.limits.connections_max, 19_920);
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("LimitNOFILE="));
+    }
+
+    #[test]
+    fn more_cpus_than_a_stream_id_names_run_on_the_most_it_can() {
+        let config = BrokerConfig::default();
+        let Ok((_, warnings, _)) = startup_checks(&config, &host(300, 1 << 20)) else {
+            panic!("refused");
+        };
+        assert_eq!(config.effective_cores(300), crate::config::CORES_MAX);
+        assert!(
+            warnings
+                .iter()
+                .any(|warning| warning.contains("running on 256")),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn the_memory_budget_lowers_a_default_and_refuses_an_explicit_bound() {
+        let mut small = host(2, 1 << 20);
+        small.memory_bytes = 4 << 30;
+        let config = BrokerConfig::default();
+        let Ok((effective, warnings, budget)) = startup_checks(&config, &small) else {
+            panic!("refused");
+        };
+        assert!(effective.limits.connections_max < config.limits.connections_max);
+        assert!(budget.fits(), "{budget}");
+        assert!(warnings[0].contains("memory budget"), "{warnings:?}");
+        let mut explicit = config.clone();
+        explicit.limits.connections_max = config.limits.connections_max - 1;
+        let Err(refusals) = startup_checks(&explicit, &small) else {
+            panic!("accepted");
+        };
+        assert!(
+            refusals[0].contains("limits.memory_bytes_max"),
+            "{refusals:?}"
+        );
+    }
+
+    #[test]
+    fn a_verification_queue_too_small_for_the_frames_in_flight_is_refused() {
+        let mut config = BrokerConfig::default();
+        config.verify.queue_jobs_max = 100;
+        let Err(refusals) = startup_checks(&config, &host(2, 1 << 20)) else {
+            panic!("accepted");
+        };
+        assert!(
+            refusals[0].contains("verify.queue_jobs_max = 100"),
+            "{refusals:?}"
+        );
     }
 
     #[test]

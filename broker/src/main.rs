@@ -1,8 +1,9 @@
 //! `bps-broker`: the daemon's entry point.
 //!
 //! Owns: the global allocator (mimalloc: per-thread heaps suit thread-per-core fan-out), the
-//! exit codes (0 ok, 1 refused config or start, 2 bad usage) and the adapter that lets
-//! `lifecycle` drive `io::Broker`.
+//! panic policy (any panic aborts the process), the exit codes (0 ok, 1 refused config or
+//! start, 2 bad usage, a signal's status after a crash) and the adapter that lets `lifecycle`
+//! drive `io::Broker`.
 //! Never does: anything `cli`, `config` or `lifecycle` already do; this file only wires them.
 
 use std::net::SocketAddr;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bps_broker::admin::AdminBackend;
+use bps_broker::budget::MemoryBudget;
 use bps_broker::cli::{Cli, Command};
 use bps_broker::config::BrokerConfig;
 use bps_broker::io::Broker;
@@ -21,6 +23,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    crash_on_panic();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -36,9 +39,20 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Crash means crash: a panic anywhere (a broken invariant on one core) ends the whole
+/// process with a non-zero status, after the panic message, so systemd restarts it; a broker
+/// with one core gone would keep routing into it. Release builds abort on panic anyway.
+fn crash_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
+}
+
 /// Starts the I/O layer.
-fn start(config: &BrokerConfig) -> Result<IoService, String> {
-    Broker::start(config)
+fn start(config: &BrokerConfig, budget: MemoryBudget) -> Result<IoService, String> {
+    Broker::start(config, budget)
         .map(IoService)
         .map_err(|error| error.to_string())
 }
@@ -56,8 +70,8 @@ impl Service for IoService {
         self.0.admin_backend()
     }
 
-    fn reload(&self, config: &BrokerConfig) {
-        self.0.reload(config);
+    fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<usize> {
+        self.0.reload(config, budget)
     }
 
     fn drain(self, deadline: Duration) -> DrainSummary {

@@ -23,6 +23,9 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::budget::MemoryBudget;
+use crate::io::link::Refusal;
+use crate::io::port::Transport;
 use crate::protocol::counters::{
     CohortCounters, CohortLabel, Counter as ProtocolCounter, CounterRegistry,
 };
@@ -215,19 +218,42 @@ impl HistogramSnapshot {
     }
 }
 
+/// A counter per transport (`Transport::ALL` order), exported with a `transport` label.
+#[derive(Debug, Default)]
+pub struct PerTransport([Counter; Transport::ALL.len()]);
+
+impl PerTransport {
+    fn add(&self, transport: Transport, amount: u64) {
+        self.0[transport as usize].add(amount);
+    }
+
+    /// The count of one transport.
+    #[must_use]
+    pub fn get(&self, transport: Transport) -> u64 {
+        self.0[transport as usize].get()
+    }
+}
+
 /// The instruments of one core. Shared by `Arc` with the scraper; only the owning core writes.
 /// Aligned to two cache lines so that two cores' instruments never share a line.
 #[derive(Debug)]
 #[repr(align(128))]
 pub struct CoreMetrics {
-    /// Connections accepted by this core's listener.
+    /// Connections accepted by this core's listeners.
     pub connections_accepted: Counter,
-    /// Connections closed right after accept because the peer was blocklisted (R39).
+    /// Connections closed at accept because the peer was blocklisted (R39).
     pub connections_refused_blocklist: Counter,
-    /// Connections closed right after accept because `limits.connections_max` was reached.
+    /// Connections closed at accept because `limits.connections_max` was reached.
     pub connections_refused_limit: Counter,
+    /// Connections closed at accept because the peer held
+    /// `limits.prejoin_connections_per_peer_max` connections without a Join.
+    pub connections_refused_prejoin: Counter,
+    /// Connections closed at accept because the broker was draining.
+    pub connections_refused_draining: Counter,
     /// Connections closed because no Join arrived within `server.join_deadline_ms`.
     pub join_timeouts: Counter,
+    /// Flushing closes that did not finish within `timeouts.flush_deadline_ms` and were reset.
+    pub flush_timeouts: Counter,
     /// Connections closed, for any reason.
     pub connections_closed: Counter,
     /// Connections currently open on this core.
@@ -240,6 +266,14 @@ pub struct CoreMetrics {
     pub bytes_in: Counter,
     /// Bytes written to peers.
     pub bytes_out: Counter,
+    /// Connections accepted, per transport.
+    pub transport_connections_accepted: PerTransport,
+    /// Connections closed, per transport.
+    pub transport_connections_closed: PerTransport,
+    /// Frames read, per transport.
+    pub transport_frames_in: PerTransport,
+    /// Frames written, per transport.
+    pub transport_frames_out: PerTransport,
     /// Streams closed because a frame could not be split off (length above
     /// `limits.frame_bytes_max`, malformed varint).
     pub frame_errors: Counter,
@@ -247,22 +281,42 @@ pub struct CoreMetrics {
     pub writes: Counter,
     /// Frames carried by each vectored write: the fan-out batching at work.
     pub frames_per_write: Histogram,
-    /// Messages that found another core's inbox full and waited in the sender's overflow.
+    /// Messages that found another core's lane full and waited in this core's overflow.
     pub inbox_full: Counter,
-    /// Messages waiting in this core's inbox at the last look.
+    /// Messages waiting in this core's home and owner lanes at the last turn.
     pub inbox_depth: Gauge,
-    /// Verification jobs this core has in the pool's queue.
+    /// Messages waiting in this core's overflows at the last turn.
+    pub overflow_messages: Gauge,
+    /// Frames read by this core and not yet consumed by their home core.
+    pub frames_in_flight: Gauge,
+    /// Verification jobs this core's machine has issued and not had answered.
+    pub verifications_in_flight: Gauge,
+    /// Verification jobs waiting in the pool's queue (reported by core 0 for the whole pool),
+    /// or in this core's own queue when verifying inline.
     pub verify_queue_depth: Gauge,
-    /// Verification jobs this core submitted.
+    /// Verification results this core applied.
     pub verify_jobs: Counter,
     /// Microseconds from submitting a verification job to receiving its result.
     pub verify_latency_us: Histogram,
-    /// Microseconds from reading a frame to writing it to a subscriber's socket.
+    /// Microseconds from reading a frame to writing it to a receiver's socket, sampled.
     pub accept_to_write_us: Histogram,
-    /// Streams reset because their outbound queue was full (R26).
+    /// Streams reset because their outbound queue was full while the kernel refused bytes,
+    /// or at the queue's hard bound (R26).
     pub queue_resets: Counter,
-    /// Times a connection's reads were paused for backpressure.
+    /// Frames queued beyond the R26 bound while the stream's writer was still handing every
+    /// byte to the kernel (the writer had not had its turn yet).
+    pub queue_slack: Counter,
+    /// Times a reader waited for its stream's read window (the home core's backpressure).
     pub read_paused: Counter,
+    /// Times a reader waited because this core had `limits.frames_in_flight_per_core_max`
+    /// frames in flight.
+    pub read_paused_core: Counter,
+    /// Times a reader waited because this core's overflow towards another core was not empty.
+    pub read_paused_overflow: Counter,
+    /// Times a reader waited for frame memory (`limits.frame_memory_bytes_max`).
+    pub read_paused_memory: Counter,
+    /// Log lines peers triggered beyond `log.peer_lines_per_s_max`, not written.
+    pub log_lines_suppressed: Counter,
 }
 
 impl Default for CoreMetrics {
@@ -271,24 +325,39 @@ impl Default for CoreMetrics {
             connections_accepted: Counter::default(),
             connections_refused_blocklist: Counter::default(),
             connections_refused_limit: Counter::default(),
+            connections_refused_prejoin: Counter::default(),
+            connections_refused_draining: Counter::default(),
             join_timeouts: Counter::default(),
+            flush_timeouts: Counter::default(),
             connections_closed: Counter::default(),
             connections_open: Gauge::default(),
             frames_in: Counter::default(),
             frames_out: Counter::default(),
             bytes_in: Counter::default(),
             bytes_out: Counter::default(),
+            transport_connections_accepted: PerTransport::default(),
+            transport_connections_closed: PerTransport::default(),
+            transport_frames_in: PerTransport::default(),
+            transport_frames_out: PerTransport::default(),
             frame_errors: Counter::default(),
             writes: Counter::default(),
             frames_per_write: Histogram::new(FRAMES_PER_WRITE_BUCKETS),
             inbox_full: Counter::default(),
             inbox_depth: Gauge::default(),
+            overflow_messages: Gauge::default(),
+            frames_in_flight: Gauge::default(),
+            verifications_in_flight: Gauge::default(),
             verify_queue_depth: Gauge::default(),
             verify_jobs: Counter::default(),
             verify_latency_us: Histogram::new(LATENCY_BUCKETS),
             accept_to_write_us: Histogram::new(LATENCY_BUCKETS),
             queue_resets: Counter::default(),
+            queue_slack: Counter::default(),
             read_paused: Counter::default(),
+            read_paused_core: Counter::default(),
+            read_paused_overflow: Counter::default(),
+            read_paused_memory: Counter::default(),
+            log_lines_suppressed: Counter::default(),
         }
     }
 }
@@ -300,8 +369,45 @@ impl CoreMetrics {
         Arc::new(CoreMetrics::default())
     }
 
+    /// A connection was refused at accept.
+    pub fn refused(&self, refusal: Refusal) {
+        match refusal {
+            Refusal::Blocklisted => self.connections_refused_blocklist.inc(),
+            Refusal::ConnectionsMax => self.connections_refused_limit.inc(),
+            Refusal::PrejoinMax => self.connections_refused_prejoin.inc(),
+            Refusal::Draining => self.connections_refused_draining.inc(),
+        }
+    }
+
+    /// A connection was admitted.
+    pub fn accepted(&self, transport: Transport) {
+        self.connections_accepted.inc();
+        self.transport_connections_accepted.add(transport, 1);
+        self.connections_open.inc();
+    }
+
+    /// An admitted connection closed.
+    pub fn closed(&self, transport: Transport) {
+        self.connections_closed.inc();
+        self.transport_connections_closed.add(transport, 1);
+        self.connections_open.dec();
+    }
+
+    /// A frame was read.
+    pub fn frame_in(&self, transport: Transport) {
+        self.frames_in.inc();
+        self.transport_frames_in.add(transport, 1);
+    }
+
+    /// A write put `frames` frames of `bytes` bytes on the wire.
+    pub fn frames_out(&self, transport: Transport, frames: u64, bytes: u64) {
+        self.frames_out.add(frames);
+        self.bytes_out.add(bytes);
+        self.transport_frames_out.add(transport, frames);
+    }
+
     /// The counters with their exported names (without `bps_` and `_total`) and help texts.
-    fn counters(&self) -> [(&'static str, &'static str, &Counter); 15] {
+    fn counters(&self) -> [(&'static str, &'static str, &Counter); 23] {
         [
             (
                 "connections_accepted",
@@ -319,9 +425,24 @@ impl CoreMetrics {
                 &self.connections_refused_limit,
             ),
             (
+                "connections_refused_prejoin",
+                "Connections refused at accept because the peer held limits.prejoin_connections_per_peer_max connections without a Join.",
+                &self.connections_refused_prejoin,
+            ),
+            (
+                "connections_refused_draining",
+                "Connections refused at accept because the broker was draining.",
+                &self.connections_refused_draining,
+            ),
+            (
                 "join_timeouts",
                 "Connections closed for sending no Join within server.join_deadline_ms.",
                 &self.join_timeouts,
+            ),
+            (
+                "flush_timeouts",
+                "Flushing closes reset after timeouts.flush_deadline_ms (a peer that does not read).",
+                &self.flush_timeouts,
             ),
             (
                 "connections_closed",
@@ -340,29 +461,54 @@ impl CoreMetrics {
             ("writes", "Vectored write operations.", &self.writes),
             (
                 "inbox_full",
-                "Cross-core messages that found the target inbox full.",
+                "Cross-core messages that found the target lane full and waited in the sender's overflow.",
                 &self.inbox_full,
             ),
             (
                 "verify_jobs",
-                "Verification jobs submitted to the pool.",
+                "Verification results applied.",
                 &self.verify_jobs,
             ),
             (
                 "queue_resets",
-                "Streams reset because their outbound queue was full (R26).",
+                "Streams reset because their outbound queue was full while the kernel refused bytes, or at its hard bound (R26).",
                 &self.queue_resets,
             ),
             (
+                "queue_slack",
+                "Frames queued beyond the R26 bound while the writer still handed every byte to the kernel.",
+                &self.queue_slack,
+            ),
+            (
                 "read_paused",
-                "Times a connection's reads were paused for backpressure.",
+                "Times a reader waited for its stream's read window.",
                 &self.read_paused,
+            ),
+            (
+                "read_paused_core",
+                "Times a reader waited because its core had limits.frames_in_flight_per_core_max frames in flight.",
+                &self.read_paused_core,
+            ),
+            (
+                "read_paused_overflow",
+                "Times a reader waited because its core's overflow towards another core was not empty.",
+                &self.read_paused_overflow,
+            ),
+            (
+                "read_paused_memory",
+                "Times a reader waited for frame memory (limits.frame_memory_bytes_max).",
+                &self.read_paused_memory,
+            ),
+            (
+                "log_lines_suppressed",
+                "Peer-triggered log lines beyond log.peer_lines_per_s_max, not written.",
+                &self.log_lines_suppressed,
             ),
         ]
     }
 
     /// The gauges with their exported names and help texts.
-    fn gauges(&self) -> [(&'static str, &'static str, &Gauge); 3] {
+    fn gauges(&self) -> [(&'static str, &'static str, &Gauge); 6] {
         [
             (
                 "connections_open",
@@ -371,8 +517,23 @@ impl CoreMetrics {
             ),
             (
                 "inbox_depth",
-                "Messages waiting in the cross-core inbox.",
+                "Messages waiting in the cross-core home and owner lanes.",
                 &self.inbox_depth,
+            ),
+            (
+                "overflow_messages",
+                "Cross-core messages waiting in the senders' overflows.",
+                &self.overflow_messages,
+            ),
+            (
+                "frames_in_flight",
+                "Frames read and not yet consumed by their home core.",
+                &self.frames_in_flight,
+            ),
+            (
+                "verifications_in_flight",
+                "Verification jobs issued and not yet answered.",
+                &self.verifications_in_flight,
             ),
             (
                 "verify_queue_depth",
@@ -392,13 +553,39 @@ impl CoreMetrics {
             ),
             (
                 "verify_latency_us",
-                "Microseconds from submitting a verification job to its result.",
+                "Microseconds from submitting a verification job to receiving its result (every job).",
                 &self.verify_latency_us,
             ),
             (
                 "accept_to_write_us",
-                "Microseconds from reading a frame to writing it to a subscriber.",
+                "Microseconds from reading a frame to writing it to a receiving stream's socket. Sampled: at most one frame in flight per receiving stream is timed, so a burst counts once per stream.",
                 &self.accept_to_write_us,
+            ),
+        ]
+    }
+
+    /// The per-transport counters with their exported names and help texts.
+    fn per_transport(&self) -> [(&'static str, &'static str, &PerTransport); 4] {
+        [
+            (
+                "transport_connections_accepted",
+                "Connections accepted, by transport.",
+                &self.transport_connections_accepted,
+            ),
+            (
+                "transport_connections_closed",
+                "Connections closed, by transport.",
+                &self.transport_connections_closed,
+            ),
+            (
+                "transport_frames_in",
+                "Frames read, by transport.",
+                &self.transport_frames_in,
+            ),
+            (
+                "transport_frames_out",
+                "Frames written, by transport.",
+                &self.transport_frames_out,
             ),
         ]
     }
@@ -573,6 +760,20 @@ fn protocol_help(name: &str) -> &'static str {
     }
 }
 
+/// Broker-wide gauges of one scrape: memory against its bounds, and each core's heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerGauges {
+    /// Frame bytes in use now, and their bound.
+    pub frame_memory_bytes: u64,
+    pub frame_memory_bytes_max: u64,
+    /// The process's resident memory.
+    pub rss_bytes: u64,
+    /// The worst case of the running configuration, per term, and its budget.
+    pub budget: MemoryBudget,
+    /// Milliseconds since each core last began a turn.
+    pub heartbeats_ms: Vec<u64>,
+}
+
 /// Everything one scrape exports, handed over by the admin backend.
 #[derive(Clone, Debug)]
 pub struct MetricsSnapshot {
@@ -584,13 +785,80 @@ pub struct MetricsSnapshot {
     pub protocol: Vec<ProtocolMetric>,
     /// Per-cohort protocol counters.
     pub cohorts: CohortFigures,
+    /// Memory and heartbeats.
+    pub broker: BrokerGauges,
 }
 
 impl MetricsSnapshot {
     /// The Prometheus text exposition of this snapshot.
     #[must_use]
     pub fn render(&self) -> String {
-        render_prometheus(&self.cores, &self.protocol, &self.cohorts, self.driver)
+        let mut out = render_prometheus(&self.cores, &self.protocol, &self.cohorts, self.driver);
+        render_broker(&mut out, &self.broker);
+        out
+    }
+}
+
+/// Memory against its bounds, the worst case per term, and the cores' heartbeats.
+fn render_broker(out: &mut String, broker: &BrokerGauges) {
+    let gauges = [
+        (
+            "bps_frame_memory_bytes",
+            "Frame bytes held now (frames read and not released, grown read buffers).",
+            broker.frame_memory_bytes,
+        ),
+        (
+            "bps_frame_memory_bytes_max",
+            "The bound of frame memory (limits.frame_memory_bytes_max); readers wait at it.",
+            broker.frame_memory_bytes_max,
+        ),
+        (
+            "bps_rss_bytes",
+            "Resident memory of the broker process.",
+            broker.rss_bytes,
+        ),
+        (
+            "bps_memory_budget_bytes",
+            "The memory budget (limits.memory_bytes_max or half the host's memory).",
+            broker.budget.budget_bytes,
+        ),
+        (
+            "bps_memory_worst_case_bytes",
+            "The worst-case memory of the running configuration's bounds.",
+            broker.budget.total_bytes,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        family(out, name, "gauge", help);
+        line(out, name, &[], &value.to_string());
+    }
+    family(
+        out,
+        "bps_memory_worst_case_term_bytes",
+        "gauge",
+        "The worst case of one term of the memory budget.",
+    );
+    for term in &broker.budget.terms {
+        line(
+            out,
+            "bps_memory_worst_case_term_bytes",
+            &[("term", term.name)],
+            &term.bytes.to_string(),
+        );
+    }
+    family(
+        out,
+        "bps_core_heartbeat_age_ms",
+        "gauge",
+        "Milliseconds since the core last began a turn (a stuck core's grows).",
+    );
+    for (core, age) in broker.heartbeats_ms.iter().enumerate() {
+        line(
+            out,
+            "bps_core_heartbeat_age_ms",
+            &[("core", &core.to_string())],
+            &age.to_string(),
+        );
     }
 }
 
@@ -625,6 +893,7 @@ pub fn render_prometheus(
     line(&mut out, "bps_cores", &[], &cores.len().to_string());
 
     render_core_counters(&mut out, cores);
+    render_transports(&mut out, cores);
     render_core_gauges(&mut out, cores);
     render_core_histograms(&mut out, cores);
     render_protocol(&mut out, protocol);
@@ -640,6 +909,26 @@ fn render_core_counters(out: &mut String, cores: &[Arc<CoreMetrics>]) {
     render_core_scalars(out, cores, &names, ("counter", "_total"), |core, index| {
         core.counters()[index].2.get()
     });
+}
+
+/// Per-transport counters, summed over cores: `bps_<name>_total{transport="tcp"}`.
+fn render_transports(out: &mut String, cores: &[Arc<CoreMetrics>]) {
+    let template = CoreMetrics::default();
+    for (index, (name, help, _)) in template.per_transport().iter().enumerate() {
+        let full = format!("bps_{name}_total");
+        family(out, &full, "counter", help);
+        for transport in Transport::ALL {
+            let total = cores.iter().fold(0_u64, |sum, core| {
+                sum.wrapping_add(core.per_transport()[index].2.get(transport))
+            });
+            line(
+                out,
+                &full,
+                &[("transport", transport.name())],
+                &total.to_string(),
+            );
+        }
+    }
 }
 
 /// Core gauges, summed and per core.

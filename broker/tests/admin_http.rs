@@ -1,5 +1,6 @@
 //! The admin HTTP server against a fake backend: every endpoint, paging and sorting of
-//! `/cohortz`, 404/405/400/431/408, draining, and the reloadable health deadline.
+//! `/cohortz`, 404/405/400/431/408, draining, the reloadable health deadline, and clients
+//! that trickle or never read costing nobody else anything.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -8,17 +9,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bps_broker::admin::{AdminBackend, AdminServer};
+use std::net::Ipv4Addr;
+
+use bps_broker::budget::MemoryBudget;
+use bps_broker::config::BrokerConfig;
 use bps_broker::metrics::{
-    CohortFigures, CohortSeries, CoreMetrics, MetricKind, MetricsSnapshot, OtherCohorts,
-    ProtocolMetric,
+    BrokerGauges, CohortFigures, CohortSeries, CoreMetrics, MetricKind, MetricsSnapshot,
+    OtherCohorts, ProtocolMetric,
 };
-use bps_broker::protocol::CohortLabel;
-use serde_json::{Value, json};
+use bps_broker::protocol::{
+    CohortLabel, CohortStreams, CohortSummary, PeerId, Role, StreamId, StreamSnapshot,
+};
+use bps_proto::CohortKey;
+use serde_json::Value;
 
 /// A backend whose answers the test controls.
 struct Fake {
     pings: Mutex<Vec<bool>>,
-    cohorts: Mutex<Option<Vec<Value>>>,
+    cohorts: Mutex<Option<Vec<CohortSummary>>>,
     ready: AtomicBool,
     last_deadline_ms: AtomicU64,
     core: Arc<CoreMetrics>,
@@ -45,8 +53,40 @@ impl AdminBackend for Fake {
         self.pings.lock().expect("lock").clone()
     }
 
-    fn cohorts(&self, _deadline: Duration) -> Option<Vec<Value>> {
+    fn cohorts(&self, _deadline: Duration) -> Option<Vec<CohortSummary>> {
         self.cohorts.lock().expect("lock").clone()
+    }
+
+    fn cohort_streams(
+        &self,
+        key: &CohortKey,
+        offset: usize,
+        limit: usize,
+        _deadline: Duration,
+    ) -> Option<Option<CohortStreams>> {
+        let cohorts = self.cohorts.lock().expect("lock").clone()?;
+        let summary = cohorts
+            .into_iter()
+            .find(|cohort| cohort.key == key.to_hex());
+        Some(summary.map(|summary| {
+            CohortStreams {
+                streams_total: summary.subscribers,
+                offset,
+                roster: vec!["11".repeat(20)],
+                streams: (offset..summary.subscribers.min(offset + limit))
+                    .map(|id| StreamSnapshot {
+                        id: StreamId::new(0, id as u64),
+                        peer: PeerId::of(Ipv4Addr::LOCALHOST.into()),
+                        role: Role::Spectator,
+                        addr: "22".repeat(20),
+                        joined_ms: 1,
+                        revoked: false,
+                        frames_held: 0,
+                    })
+                    .collect(),
+                summary,
+            }
+        }))
     }
 
     fn metrics(&self) -> MetricsSnapshot {
@@ -71,6 +111,13 @@ impl AdminBackend for Fake {
                     streams_by_role: vec![("spectator", 2)],
                 }],
                 other: OtherCohorts::default(),
+            },
+            broker: BrokerGauges {
+                frame_memory_bytes: 1,
+                frame_memory_bytes_max: 2,
+                rss_bytes: 3,
+                budget: MemoryBudget::of(&BrokerConfig::default(), 1, 1, 1 << 30),
+                heartbeats_ms: vec![4],
             },
         }
     }
@@ -117,22 +164,30 @@ fn get(addr: SocketAddr, target: &str) -> (u16, String, String) {
     )
 }
 
-/// A cohort in the shape of the protocol core's `CohortSnapshot` (streams listed by role).
-fn cohort(key: &str, spectators: u64) -> Value {
-    let streams: Vec<Value> = (0..spectators).map(|id| json!({ "id": id })).collect();
-    json!({
-        "key": key,
-        "topic": "00".repeat(32),
-        "binding": "FEED_TOPIC",
-        "admin": "11".repeat(20),
-        "streams": {
-            "pending": [{ "id": 99 }],
-            "publisher": [],
-            "spectator": streams,
-            "silent": [],
-        },
-        "counters": { "retransmit": 1 },
-    })
+/// A cohort summary with `subscribers` spectators and the canonical key bytes `key`.
+fn cohort(key: &[u8], subscribers: usize) -> CohortSummary {
+    let key = CohortKey::from_bytes(key.to_vec().into());
+    CohortSummary {
+        key: key.to_hex(),
+        id: "00".repeat(8),
+        topic: "00".repeat(32),
+        binding: "FEED_TOPIC".to_owned(),
+        admin: Some("11".repeat(20)),
+        authorship: "explicit",
+        history: false,
+        closed: false,
+        created_ms: 0,
+        last_activity_ms: 0,
+        age_ms: 5,
+        idle_ms: 5,
+        roster_entries: 0,
+        roster_cursor: 0,
+        cursors: 0,
+        dedup_entries: 0,
+        subscribers,
+        streams: [("spectator", subscribers as u64)].into_iter().collect(),
+        counters: [("retransmit", 1)].into_iter().collect(),
+    }
 }
 
 #[test]
@@ -190,8 +245,8 @@ fn readyz_is_503_when_draining_or_not_ready() {
 #[test]
 fn cohortz_sorts_by_subscribers_and_pages() {
     let fake = Fake::new();
-    let cohorts: Vec<Value> = (0..120_u64)
-        .map(|index| cohort(&format!("{index:04}"), index % 7))
+    let cohorts: Vec<CohortSummary> = (0..120_u16)
+        .map(|index| cohort(&index.to_be_bytes(), usize::from(index % 7)))
         .collect();
     *fake.cohorts.lock().expect("lock") = Some(cohorts);
     let server = start(&fake);
@@ -216,6 +271,11 @@ fn cohortz_sorts_by_subscribers_and_pages() {
     assert_eq!(counts[0], 6);
     assert_eq!(listed[0]["key"], "0006");
     assert_eq!(listed[0]["binding"], "FEED_TOPIC");
+    assert_eq!(listed[0]["age_ms"], 5);
+    assert!(
+        listed[0].get("roster").is_none(),
+        "summaries carry no lists"
+    );
 
     // Pages do not overlap and together list every cohort once.
     let mut seen = Vec::new();
@@ -252,11 +312,81 @@ fn cohortz_rejects_bad_parameters_and_reports_slow_cores() {
         "/cohortz?limit=x",
         "/cohortz?offset=-2",
         "/cohortz?sort=name",
+        "/cohortz?key=xyz",
     ] {
         assert_eq!(get(server.local_addr(), target).0, 400, "{target}");
     }
     *fake.cohorts.lock().expect("lock") = None;
     assert_eq!(get(server.local_addr(), "/cohortz").0, 503);
+}
+
+#[test]
+fn cohortz_with_a_key_pages_that_cohorts_streams() {
+    let fake = Fake::new();
+    *fake.cohorts.lock().expect("lock") = Some(vec![cohort(&[0x0a, 0x20], 25), cohort(&[1], 1)]);
+    let server = start(&fake);
+    let (status, _, body) = get(server.local_addr(), "/cohortz?key=0a20&offset=10&limit=10");
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(page["cohort"]["key"], "0a20");
+    assert_eq!(page["streams_total"], 25);
+    assert_eq!(page["offset"], 10);
+    let streams = page["streams"].as_array().expect("array");
+    assert_eq!(streams.len(), 10);
+    assert_eq!(streams[0]["id"], 10);
+    assert_eq!(streams[0]["role"], "spectator");
+    assert_eq!(page["roster"][0], "11".repeat(20));
+    assert_eq!(get(server.local_addr(), "/cohortz?key=0b").0, 404);
+}
+
+#[test]
+fn trickling_and_non_reading_clients_do_not_delay_healthz_and_stop_does_not_wait() {
+    let fake = Fake::new();
+    let server = start(&fake);
+    let addr = server.local_addr();
+    // Two clients trickle a request one byte at a time; two more never read a response.
+    let mut tricklers: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    let mut readers: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    for reader in &mut readers {
+        reader
+            .write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
+            .expect("request");
+    }
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let trickling = {
+        let done = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                for trickler in &mut tricklers {
+                    let _ = trickler.write_all(b"G");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        assert_eq!(get(addr, "/healthz").0, 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    let started = std::time::Instant::now();
+    server.stop();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "stop waited {:?}",
+        started.elapsed()
+    );
+    done.store(true, Ordering::Relaxed);
+    trickling.join().expect("trickler");
+    drop(readers);
 }
 
 #[test]
@@ -298,7 +428,7 @@ fn a_silent_client_times_out_without_blocking_others() {
     silent
         .write_all(b"GET /healthz HTTP/1.1\r\n")
         .expect("partial head");
-    // Another client is served while the silent one holds a worker.
+    // Another client is served while the silent one waits for its deadline.
     assert_eq!(get(addr, "/healthz").0, 200);
     silent
         .set_read_timeout(Some(Duration::from_secs(10)))

@@ -112,7 +112,7 @@ impl Ticket {
 /// A token attached to a `Send` whose write time matters (the reduced roster of R24); the I/O
 /// layer returns it through `Machine::on_written` once that frame is on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct WriteNotice(pub(crate) u64);
+pub struct WriteNotice(pub u64);
 
 impl WriteNotice {
     /// The raw notice number, for logs.

@@ -3,7 +3,7 @@
 //! Owns: every protocol rule the broker enforces, as `Machine` (one per broker core, for the
 //! cohorts homed on it), fed with `(now, stream, bytes)` and verification results, answering
 //! with `Action`s; plus the pieces it is made of (one file per concept) and the few types the
-//! I/O layer uses next to it (`OutboundQueue`, `PeerLedger`, `ProtocolConfig`).
+//! I/O layer uses next to it (`PeerLedger`, `ProtocolConfig`).
 //! Never does: sockets, runtimes (no monoio: CI checks this crate's dependency tree), clocks,
 //! JSON or signature checks. Time is passed in, signatures
 //! are checked by whoever executes `Action::Verify`, and bytes go out through the I/O layer.
@@ -43,7 +43,6 @@ pub mod fanout;
 pub mod ids;
 pub mod ledger;
 pub mod machine;
-pub mod outbound;
 pub mod snapshot;
 pub mod time;
 
@@ -69,7 +68,6 @@ pub use fanout::Targets;
 pub use ids::{PeerId, StreamId, Ticket, WriteNotice};
 pub use ledger::{LedgerSnapshot, PeerLedger};
 pub use machine::Machine;
-pub use outbound::{OutboundQueue, QueueFull};
 pub use snapshot::{CohortStreams, CohortSummary, StreamSnapshot};
 pub use stream::Role;
 pub use time::Millis;

@@ -135,8 +135,10 @@ pub struct Machine {
     cohorts: HashMap<u64, Cohort>,
     cohort_by_key: HashMap<CohortKey, u64>,
     streams: HashMap<StreamId, Stream>,
-    /// Verifications in flight, by ticket; a ticket of a closed stream stays until its
-    /// result arrives and is then ignored.
+    /// Verifications in flight, by ticket. A ticket of a closed stream stays until its
+    /// result arrives, which is then ignored, and only then is its frame consumed: so the
+    /// I/O layer's frames in flight also bound the verification jobs, closed streams' ones
+    /// included.
     tickets: HashMap<Ticket, StreamId>,
     deadlines: Deadlines,
     out: Outbox,
@@ -235,30 +237,33 @@ impl Machine {
         out.append(&mut self.out.actions);
     }
 
-    /// One summary per cohort homed here, oldest first (for `/cohortz`): O(cohorts), no
-    /// stream is visited.
+    /// One summary per cohort homed here at `now`, oldest first (for `/cohortz`):
+    /// O(cohorts), no stream is visited.
     #[must_use]
-    pub fn summaries(&self) -> Vec<CohortSummary> {
+    pub fn summaries(&self, now: Millis) -> Vec<CohortSummary> {
         let mut cohorts: Vec<&Cohort> = self.cohorts.values().collect();
         cohorts.sort_by_key(|cohort| cohort.serial);
-        cohorts.into_iter().map(summarize).collect()
+        cohorts
+            .into_iter()
+            .map(|cohort| summarize(cohort, now))
+            .collect()
     }
 
     /// Up to `limit` streams of the cohort with canonical key `key`, from the `offset`-th
-    /// (ascending ids); `None` when no such cohort is homed here.
+    /// (ascending ids), with its summary at `now`; `None` when no such cohort is homed here.
     #[must_use]
     pub fn cohort_streams(
         &self,
         key: &CohortKey,
-        offset: usize,
-        limit: usize,
+        (offset, limit): (usize, usize),
+        now: Millis,
     ) -> Option<CohortStreams> {
         let serial = self.cohort_by_key.get(key)?;
         Some(page_of_streams(
             self.cohort(*serial),
             &self.streams,
-            offset,
-            limit,
+            (offset, limit),
+            now,
         ))
     }
 
@@ -301,15 +306,18 @@ impl Machine {
             .tickets
             .remove(&ticket)
             .unwrap_or_else(|| panic!("ticket {} was never issued", ticket.value()));
-        // A closed stream's frames were consumed when it closed.
-        if let Some(stream) = self.streams.get_mut(&stream_id) {
-            let slot = stream
-                .in_flight
-                .iter_mut()
-                .find(|in_flight| in_flight.ticket == ticket)
-                .expect("an issued ticket of a live stream is in its flight list");
-            slot.result = Some(result);
-            self.apply_ready(now, stream_id);
+        match self.streams.get_mut(&stream_id) {
+            Some(stream) => {
+                let slot = stream
+                    .in_flight
+                    .iter_mut()
+                    .find(|in_flight| in_flight.ticket == ticket)
+                    .expect("an issued ticket of a live stream is in its flight list");
+                slot.result = Some(result);
+                self.apply_ready(now, stream_id);
+            }
+            // The stream closed while its frame was being verified: the frame is done now.
+            None => self.out.consumed(stream_id),
         }
         self.rearm(now);
     }
@@ -1028,14 +1036,14 @@ impl Machine {
         self.out.push(Action::Blocklist { peer, until });
     }
 
-    /// Forgets a stream, consuming the frames it held; with a reason, tells the I/O layer to
-    /// close it. The cohort goes when its last stream does (R36).
+    /// Forgets a stream, consuming the frames it held that are not being verified (those are
+    /// consumed when their result arrives); with a reason, tells the I/O layer to close it. The cohort goes when its last stream does (R36).
     fn close_stream(&mut self, stream_id: StreamId, reason: Option<CloseReason>) {
         let stream = self
             .streams
             .remove(&stream_id)
             .expect("closed stream is attached");
-        for _ in 0..stream.frames_held() {
+        for _ in 0..stream.frames_unverified() {
             self.out.consumed(stream_id);
         }
         if let Some(reason) = reason {
@@ -1070,7 +1078,7 @@ impl Machine {
                 .streams
                 .remove(&stream_id)
                 .expect("member stream is attached");
-            for _ in 0..stream.frames_held() {
+            for _ in 0..stream.frames_unverified() {
                 self.out.consumed(stream_id);
             }
             self.out.push(Action::Close {

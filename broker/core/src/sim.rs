@@ -726,13 +726,13 @@ impl<C: Choices> Simulation<C> {
     }
 
     fn check_snapshot(&self) {
-        for summary in self.machine.summaries() {
+        for summary in self.machine.summaries(self.now) {
             let key = bps_proto::CohortKey::from_bytes(Bytes::from(
                 hex::decode(&summary.key).expect("hex key"),
             ));
             let page = self
                 .machine
-                .cohort_streams(&key, 0, usize::MAX)
+                .cohort_streams(&key, (0, usize::MAX), self.now)
                 .expect("a summarised cohort is live");
             let role = |name: &str| summary.streams[name];
             assert!(

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::cohort::Cohort;
 use super::ids::{PeerId, StreamId};
 use super::stream::{Role, Stream};
+use super::time::Millis;
 
 /// One cohort, without its streams.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -32,6 +33,10 @@ pub struct CohortSummary {
     pub closed: bool,
     pub created_ms: u64,
     pub last_activity_ms: u64,
+    /// Milliseconds since creation and since the last accepted publisher frame, at the
+    /// time of the summary.
+    pub age_ms: u64,
+    pub idle_ms: u64,
     /// Addresses in the current roster.
     pub roster_entries: usize,
     pub roster_cursor: u64,
@@ -73,7 +78,7 @@ pub struct StreamSnapshot {
     pub frames_held: usize,
 }
 
-pub(crate) fn summarize(cohort: &Cohort) -> CohortSummary {
+pub(crate) fn summarize(cohort: &Cohort, now: Millis) -> CohortSummary {
     let spec = &cohort.spec;
     CohortSummary {
         key: cohort.counters.key_hex().to_owned(),
@@ -90,6 +95,8 @@ pub(crate) fn summarize(cohort: &Cohort) -> CohortSummary {
         closed: spec.closed,
         created_ms: cohort.created.as_ms(),
         last_activity_ms: cohort.last_activity.as_ms(),
+        age_ms: now.as_ms().saturating_sub(cohort.created.as_ms()),
+        idle_ms: now.as_ms().saturating_sub(cohort.last_activity.as_ms()),
         roster_entries: cohort.roster.ordered.len(),
         roster_cursor: cohort.roster.cursor,
         cursors: cohort.cursors.len(),
@@ -103,8 +110,8 @@ pub(crate) fn summarize(cohort: &Cohort) -> CohortSummary {
 pub(crate) fn page_of_streams(
     cohort: &Cohort,
     streams: &HashMap<StreamId, Stream>,
-    offset: usize,
-    limit: usize,
+    (offset, limit): (usize, usize),
+    now: Millis,
 ) -> CohortStreams {
     let page = cohort
         .members
@@ -125,7 +132,7 @@ pub(crate) fn page_of_streams(
         })
         .collect();
     CohortStreams {
-        summary: summarize(cohort),
+        summary: summarize(cohort, now),
         roster: cohort.roster.ordered.iter().map(hex::encode).collect(),
         streams_total: cohort.members.len(),
         offset,

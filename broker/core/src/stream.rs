@@ -176,8 +176,19 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    /// Frame bodies the machine holds for this stream (each owes one `Consumed`).
+    /// Frames the machine holds for this stream (each owes one `Consumed`).
     pub fn frames_held(&self) -> usize {
         self.in_flight.len() + self.backlog.len()
+    }
+
+    /// Frames held that are not being verified: the backlog, and verified frames waiting
+    /// for an earlier one (results are applied in read order).
+    pub fn frames_unverified(&self) -> usize {
+        self.backlog.len()
+            + self
+                .in_flight
+                .iter()
+                .filter(|in_flight| in_flight.result.is_some())
+                .count()
     }
 }

@@ -39,11 +39,6 @@ impl IoBatch {
         self.frames.push(frame);
     }
 
-    /// Frames in the batch.
-    pub fn frames(&self) -> usize {
-        self.frames.len()
-    }
-
     /// Whether every byte has been written.
     pub fn is_done(&self) -> bool {
         self.start == self.iovecs.len()
@@ -127,7 +122,7 @@ mod tests {
         batch.advance(3);
         assert!(batch.is_done());
         batch.clear();
-        assert_eq!(batch.frames(), 0);
         assert!(batch.is_done());
+        assert_eq!(batch.remaining_bytes(), 0);
     }
 }

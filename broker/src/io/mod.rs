@@ -1,41 +1,75 @@
-//! The I/O layer: monoio runtimes, one per core, pinned; listeners; connections; the
-//! verification pool's wiring; and the handle the daemon's main thread holds.
+//! The I/O layer: monoio runtimes, one per core, pinned; the router between them; the
+//! carriers that move a stream's bytes; the control plane; the verification pool's wiring;
+//! and the handle the daemon's main thread holds.
 //!
-//! Owns threads, sockets and the clock. Never decides a protocol question: every frame
-//! goes to `protocol::Machine` on the cohort's home core and its actions are executed as
-//! they come (ARCHITECTURE.md section 2).
+//! Owns threads, sockets and the clock. Never decides a protocol question: every frame goes
+//! to `bps_core::Machine` on the cohort's home core and its actions are executed as they
+//! come (ARCHITECTURE.md section 2).
 //!
-//! Shape: core `k` runs a runtime with its own `SO_REUSEPORT` listener and a `Shard` that
-//! owns its connections and the state machine of the cohorts whose canonical key hashes
-//! to `k`. A connection stays on the core that accepted it; its frames travel to the home
-//! core through bounded inboxes, and deliveries travel back as one message per core per
-//! accepted frame, never one per subscriber.
+//! Shape: core `k` runs a runtime with its own `SO_REUSEPORT` listener, a `CoreLink` (its
+//! streams' ports and the gates its carriers pass) and a `Shard` (the state machine of the
+//! cohorts whose canonical key hashes to `k`, and its turn loop). A connection stays on the
+//! core that accepted it; its frames travel to the home core through the `router`'s bounded
+//! lanes, and deliveries travel back as one message per core per accepted frame, never one
+//! per subscriber. The modules, by what they own:
+//! - `tcp` (the TCP carrier), `read_buffer`, `iovec`: bytes on sockets;
+//! - `port`: one stream's side of the carrier boundary, `outbound` its queue (R26);
+//! - `link`: a core's streams and the gates of its carriers; `shard`: a core's machine and
+//!   its turn; `router`, `lane`: what crosses between cores; `control`: the control plane;
+//! - `frame_memory`: the broker-wide bound on frame bytes; `log_gate`: peers' log lines.
+//!
+//! Crash means crash: a broken invariant is a panic, and the daemon's panic hook ends the
+//! process (`main.rs`; `panic = "abort"` in release), so systemd restarts it and no core is
+//! left half alive.
 
-mod conn;
-pub mod inbox;
+mod control;
+mod frame_memory;
 mod iovec;
+mod lane;
+pub mod link;
 mod listener;
+mod log_gate;
 mod notify;
+mod outbound;
+pub mod port;
+mod read_buffer;
+mod router;
 mod shard;
+mod tcp;
 
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use bps_proto::CohortKey;
 use bps_verify::pool::{Pool, PoolConfig, PoolStats};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::admin::{AdminBackend, MetricsSnapshot};
+use crate::budget::MemoryBudget;
 use crate::config::{BrokerConfig, IoUringMode, VerifyMode};
-use crate::metrics::{CoreMetrics, protocol_figures};
-use crate::protocol::{CounterRegistry, Machine, Millis, PeerLedger, Ticket};
-use inbox::{Inbox, Msg, ask};
+use crate::metrics::{BrokerGauges, CoreMetrics, protocol_figures};
+use crate::protocol::{
+    CohortStreams, CohortSummary, CounterRegistry, Machine, Millis, PeerLedger, Ticket,
+};
+use control::{Control, Mailbox, ask_all};
+use frame_memory::FrameMemory;
+use link::CoreLink;
+use router::{CoreLanes, VerifyDone};
 use shard::Shard;
 
-/// What connections and the loop need from the configuration, fixed at start.
+pub use outbound::QUEUE_SLACK_FACTOR;
+pub use read_buffer::READ_BUFFER_IDLE_BYTES;
+
+/// Environment variable (debug builds only) that makes one core panic shortly after start,
+/// so the crash semantics (the whole process ends) can be tested on the real binary.
+pub const PANIC_CORE_ENV: &str = "BPS_BROKER_TEST_PANIC_CORE";
+
+/// What the I/O layer needs from the configuration, fixed at start.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub frame_bytes_max: usize,
@@ -43,16 +77,43 @@ pub struct Settings {
     pub write_batch_frames_max: usize,
     pub outbound_queue_frames_max: usize,
     pub frames_in_flight_per_stream_max: usize,
+    pub frames_in_flight_per_core_max: usize,
     pub connections_max: usize,
+    pub overflow_messages_max: usize,
+    pub tcp_keepalive_ms: u64,
+    pub tcp_user_timeout_ms: u64,
+    pub log_peer_lines_per_s_max: u32,
     /// Jobs verified per loop turn when verifying inline.
     pub verify_batch_jobs_max: usize,
     /// Owners whose key an inline verifier keeps.
     pub key_cache_keys_max: usize,
 }
 
+impl Settings {
+    fn of(config: &BrokerConfig) -> Settings {
+        let protocol = config.protocol();
+        Settings {
+            frame_bytes_max: protocol.frame_bytes_max,
+            join_deadline_ms: config.server.join_deadline_ms,
+            write_batch_frames_max: config.server.write_batch_frames_max,
+            outbound_queue_frames_max: protocol.outbound_queue_frames_max,
+            frames_in_flight_per_stream_max: protocol.frames_in_flight_per_stream_max,
+            frames_in_flight_per_core_max: config.limits.frames_in_flight_per_core_max,
+            connections_max: config.limits.connections_max,
+            overflow_messages_max: config.server.overflow_messages_max,
+            tcp_keepalive_ms: config.server.tcp_keepalive_ms,
+            tcp_user_timeout_ms: config.server.tcp_user_timeout_ms,
+            log_peer_lines_per_s_max: config.log.peer_lines_per_s_max,
+            verify_batch_jobs_max: config.verify.batch_jobs_max,
+            key_cache_keys_max: config.verify.key_cache_keys_max,
+        }
+    }
+}
+
 /// What every core shares.
 pub struct Shared {
-    pub inboxes: Arc<[Inbox]>,
+    pub lanes: Arc<[CoreLanes]>,
+    pub mailboxes: Arc<[Mailbox]>,
     pub metrics: Vec<Arc<CoreMetrics>>,
     /// Every core's protocol counters, read at scrape time.
     pub registries: Vec<Arc<CounterRegistry>>,
@@ -60,18 +121,23 @@ pub struct Shared {
     /// The verification pool; `None` when every core verifies inline.
     pub pool: Option<Pool<(usize, Ticket)>>,
     pub pool_stats: Option<Arc<PoolStats>>,
+    pub frame_memory: Arc<FrameMemory>,
     pub settings: Settings,
     epoch: Instant,
     pub connections: AtomicUsize,
     draining: AtomicBool,
     /// `limits.cohort_series_max`, reloadable.
     cohort_series_max: AtomicUsize,
+    /// `timeouts.flush_deadline_ms`, reloadable.
+    flush_deadline_ms: AtomicU64,
+    /// The worst case of the running configuration and its budget.
+    budget: std::sync::Mutex<MemoryBudget>,
 }
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
-            .field("cores", &self.inboxes.len())
+            .field("cores", &self.lanes.len())
             .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
@@ -81,6 +147,11 @@ impl Shared {
     /// Milliseconds since the broker started: the state machine's clock.
     pub fn now(&self) -> Millis {
         Millis(u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// The flush deadline in force.
+    pub fn flush_deadline_ms(&self) -> u64 {
+        self.flush_deadline_ms.load(Ordering::Relaxed)
     }
 }
 
@@ -122,7 +193,7 @@ impl std::error::Error for StartError {}
 pub struct DrainReport {
     /// Connections open when the drain began.
     pub streams_closed: u64,
-    /// Whether some core was still busy at the deadline.
+    /// Whether some core was still busy (or silent) at the deadline.
     pub timed_out: bool,
 }
 
@@ -146,15 +217,12 @@ impl std::fmt::Debug for Broker {
 }
 
 impl Broker {
-    /// Binds, starts one pinned runtime per core and the verification pool.
-    pub fn start(config: &BrokerConfig) -> Result<Self, StartError> {
+    /// Binds, starts one pinned runtime per core and the verification pool. `budget` is the
+    /// worst case the startup check computed for `config`.
+    pub fn start(config: &BrokerConfig, budget: MemoryBudget) -> Result<Self, StartError> {
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         let available = core_ids.len().max(1);
-        let cores = if config.server.cores == 0 {
-            available
-        } else {
-            config.server.cores
-        };
+        let cores = config.effective_cores(available);
         let uring = match config.server.io_uring {
             IoUringMode::Off => false,
             IoUringMode::Prefer => monoio::utils::detect_uring(),
@@ -180,41 +248,18 @@ impl Broker {
             })?;
 
         let protocol = config.protocol();
-        let inboxes: Arc<[Inbox]> = (0..cores)
-            .map(|_| Inbox::new(config.server.inbox_messages_max))
-            .collect();
-        let pool = match config.verify.mode {
-            VerifyMode::Pool => Some(start_pool(config, cores, &core_ids, Arc::clone(&inboxes))),
-            VerifyMode::Inline => None,
-        };
         let ledger = Arc::new(PeerLedger::new(&protocol));
         let mut machines: Vec<Machine> = (0..cores)
             .map(|_| Machine::new(protocol.clone(), Arc::clone(&ledger), StdRng::from_os_rng()))
             .collect();
-        let shared = Arc::new(Shared {
-            inboxes,
-            metrics: (0..cores)
-                .map(|_| Arc::new(CoreMetrics::default()))
-                .collect(),
-            registries: machines.iter().map(Machine::counters).collect(),
+        let registries = machines.iter().map(Machine::counters).collect();
+        let shared = Arc::new(shared_state(
+            config,
+            (cores, &core_ids),
+            budget,
             ledger,
-            pool_stats: pool.as_ref().map(Pool::stats),
-            pool,
-            settings: Settings {
-                frame_bytes_max: protocol.frame_bytes_max,
-                join_deadline_ms: config.server.join_deadline_ms,
-                write_batch_frames_max: config.server.write_batch_frames_max,
-                outbound_queue_frames_max: protocol.outbound_queue_frames_max,
-                frames_in_flight_per_stream_max: protocol.frames_in_flight_per_stream_max,
-                connections_max: config.limits.connections_max,
-                verify_batch_jobs_max: config.verify.batch_jobs_max,
-                key_cache_keys_max: config.verify.key_cache_keys_max,
-            },
-            epoch: Instant::now(),
-            connections: AtomicUsize::new(0),
-            draining: AtomicBool::new(false),
-            cohort_series_max: AtomicUsize::new(config.limits.cohort_series_max),
-        });
+            registries,
+        ));
 
         let (exit_tx, exited) = crossbeam::channel::unbounded();
         let mut threads = Vec::with_capacity(cores);
@@ -270,25 +315,40 @@ impl Broker {
         })
     }
 
-    /// Applies reloadable settings on every core.
-    pub fn reload(&self, config: &BrokerConfig) {
-        // The broker-wide bounds (R31, R32, the blocklist's size) live in the shared ledger.
-        self.shared.ledger.reconfigure(&config.protocol());
-        self.shared
+    /// Applies reloadable settings on every core; never waits for a core. Returns the cores
+    /// that did not take the reload (their mailbox was full: they are not answering).
+    pub fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<usize> {
+        let shared = &self.shared;
+        // The broker-wide bounds (R31, R32, the blocklist, pre-Join caps) live in the ledger.
+        shared.ledger.reconfigure(&config.protocol());
+        shared
             .cohort_series_max
             .store(config.limits.cohort_series_max, Ordering::Relaxed);
-        for inbox in self.shared.inboxes.iter() {
-            inbox.push_blocking(Msg::Reload(Box::new(config.protocol())));
-        }
+        shared
+            .flush_deadline_ms
+            .store(config.timeouts.flush_deadline_ms, Ordering::Relaxed);
+        *shared
+            .budget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = budget;
+        shared
+            .mailboxes
+            .iter()
+            .enumerate()
+            .filter(|(_, mailbox)| !mailbox.send(Control::Reload(Box::new(config.protocol()))))
+            .map(|(core, _)| core)
+            .collect()
     }
 
     /// Stops accepting, closes every stream cleanly, and waits for the cores up to
-    /// `deadline`.
+    /// `deadline`; never waits on a core that does not answer.
     pub fn drain(self, deadline: Duration) -> DrainReport {
         self.shared.draining.store(true, Ordering::Relaxed);
         let streams_closed = self.shared.connections.load(Ordering::Relaxed) as u64;
-        for inbox in self.shared.inboxes.iter() {
-            inbox.push_blocking(Msg::Drain);
+        for (core, mailbox) in self.shared.mailboxes.iter().enumerate() {
+            if !mailbox.send(Control::Drain) {
+                tracing::warn!(core, "core did not take the drain (its mailbox is full)");
+            }
         }
         let until = Instant::now() + deadline;
         let mut remaining = self.threads.len();
@@ -312,22 +372,63 @@ impl Broker {
     }
 }
 
+/// Everything the cores share.
+fn shared_state(
+    config: &BrokerConfig,
+    (cores, core_ids): (usize, &[core_affinity::CoreId]),
+    budget: MemoryBudget,
+    ledger: Arc<PeerLedger>,
+    registries: Vec<Arc<CounterRegistry>>,
+) -> Shared {
+    let settings = Settings::of(config);
+    let lanes: Arc<[CoreLanes]> = (0..cores)
+        .map(|_| CoreLanes::new(cores, config.server.inbox_messages_max))
+        .collect();
+    let doorbells: Arc<[Arc<lane::Doorbell>]> = lanes
+        .iter()
+        .map(|lanes| Arc::clone(&lanes.doorbell))
+        .collect();
+    let mailboxes: Arc<[Mailbox]> = doorbells
+        .iter()
+        .map(|doorbell| Mailbox::new(Arc::clone(doorbell)))
+        .collect();
+    let pool = match config.verify.mode {
+        VerifyMode::Pool => Some(start_pool(config, cores, core_ids, Arc::clone(&lanes))),
+        VerifyMode::Inline => None,
+    };
+    Shared {
+        lanes,
+        mailboxes,
+        metrics: (0..cores).map(|_| CoreMetrics::new_shared()).collect(),
+        registries,
+        ledger,
+        pool_stats: pool.as_ref().map(Pool::stats),
+        pool,
+        frame_memory: Arc::new(FrameMemory::new(
+            config.limits.frame_memory_bytes_max,
+            doorbells,
+        )),
+        settings,
+        epoch: Instant::now(),
+        connections: AtomicUsize::new(0),
+        draining: AtomicBool::new(false),
+        cohort_series_max: AtomicUsize::new(config.limits.cohort_series_max),
+        flush_deadline_ms: AtomicU64::new(config.timeouts.flush_deadline_ms),
+        budget: std::sync::Mutex::new(budget),
+    }
+}
+
 fn start_pool(
     config: &BrokerConfig,
     cores: usize,
     core_ids: &[core_affinity::CoreId],
-    inboxes: Arc<[Inbox]>,
+    lanes: Arc<[CoreLanes]>,
 ) -> Pool<(usize, Ticket)> {
-    let workers = if config.verify.workers == 0 {
-        cores
-    } else {
-        config.verify.workers
-    };
     let pins: Vec<core_affinity::CoreId> = core_ids.iter().copied().take(cores).collect();
     Pool::start(
         PoolConfig {
-            workers,
-            queue_jobs_max: config.verify.queue_jobs_max,
+            workers: config.effective_verify_workers(cores),
+            queue_jobs_max: config.effective_queue_jobs(cores),
             batch_jobs_max: config.verify.batch_jobs_max,
             batch_wait_us: config.verify.batch_wait_us,
             key_cache_keys_max: config.verify.key_cache_keys_max,
@@ -337,16 +438,9 @@ fn start_pool(
                 core_affinity::set_for_current(pins[worker % pins.len()]);
             }
         },
-        move |batch: Vec<inbox::VerifyDone>| {
-            // One inbox message per asking core per batch.
-            let mut per_core: Vec<Vec<_>> = (0..inboxes.len()).map(|_| Vec::new()).collect();
+        move |batch: Vec<VerifyDone>| {
             for done in batch {
-                per_core[done.tag.0].push(done);
-            }
-            for (core, done) in per_core.into_iter().enumerate() {
-                if !done.is_empty() {
-                    inboxes[core].push_blocking(Msg::Verified(done));
-                }
+                lanes[done.tag.0].push_result(done);
             }
         },
     )
@@ -379,10 +473,28 @@ async fn serve(
     machine: Machine,
 ) -> std::io::Result<()> {
     let listener = monoio::net::TcpListener::from_std(listener)?;
-    let shard = std::rc::Rc::new(Shard::new(core, shared, machine));
-    monoio::spawn(std::rc::Rc::clone(&shard).accept_loop(listener));
-    shard.main_loop().await;
+    let link = Rc::new(CoreLink::new(core, shared));
+    let shard = Rc::new(Shard::new(Rc::clone(&link), machine));
+    monoio::spawn(tcp::accept_loop(Rc::clone(&link), listener));
+    inject_panic(core);
+    shard.run().await;
     Ok(())
+}
+
+/// Debug builds only: panics core `BPS_BROKER_TEST_PANIC_CORE` a moment after start.
+fn inject_panic(core: usize) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let chosen = std::env::var(PANIC_CORE_ENV)
+        .ok()
+        .and_then(|value| value.parse::<usize>().ok());
+    if chosen == Some(core) {
+        monoio::spawn(async move {
+            monoio::time::sleep(Duration::from_millis(500)).await;
+            panic!("{PANIC_CORE_ENV}: core {core} panics as asked");
+        });
+    }
 }
 
 struct Backend {
@@ -390,21 +502,57 @@ struct Backend {
     driver: &'static str,
 }
 
+impl Backend {
+    /// Sends `make()` to every core at once and waits up to `deadline` for all answers.
+    fn ask_all<T>(
+        &self,
+        make: impl Fn(crossbeam::channel::Sender<T>) -> Control,
+        deadline: Duration,
+    ) -> Vec<Option<T>> {
+        ask_all(&self.shared.mailboxes, make, deadline)
+    }
+}
+
 impl AdminBackend for Backend {
     fn ping(&self, deadline: Duration) -> Vec<bool> {
-        self.shared
-            .inboxes
-            .iter()
-            .map(|inbox| ask(inbox, |reply| Msg::Ping { reply }, deadline).is_some())
+        self.ask_all(|reply| Control::Ping { reply }, deadline)
+            .into_iter()
+            .map(|answer| answer.is_some())
             .collect()
     }
 
-    fn cohorts(&self, deadline: Duration) -> Option<Vec<serde_json::Value>> {
+    fn cohorts(&self, deadline: Duration) -> Option<Vec<CohortSummary>> {
+        let answers = self.ask_all(|reply| Control::Cohorts { reply }, deadline);
         let mut all = Vec::new();
-        for inbox in self.shared.inboxes.iter() {
-            all.extend(ask(inbox, |reply| Msg::Snapshot { reply }, deadline)?);
+        for answer in answers {
+            all.extend(answer?);
         }
         Some(all)
+    }
+
+    fn cohort_streams(
+        &self,
+        key: &CohortKey,
+        offset: usize,
+        limit: usize,
+        deadline: Duration,
+    ) -> Option<Option<CohortStreams>> {
+        let answers = self.ask_all(
+            |reply| Control::CohortStreams {
+                key: key.clone(),
+                offset,
+                limit,
+                reply,
+            },
+            deadline,
+        );
+        let mut found = None;
+        for answer in answers {
+            if let Some(page) = answer? {
+                found = Some(page);
+            }
+        }
+        Some(found)
     }
 
     fn metrics(&self) -> MetricsSnapshot {
@@ -412,11 +560,34 @@ impl AdminBackend for Backend {
             self.shared.registries.iter().map(|registry| &**registry),
             self.shared.cohort_series_max.load(Ordering::Relaxed),
         );
+        let budget = self
+            .shared
+            .budget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         MetricsSnapshot {
             cores: self.shared.metrics.clone(),
             driver: self.driver,
             protocol,
             cohorts,
+            broker: BrokerGauges {
+                frame_memory_bytes: self.shared.frame_memory.used() as u64,
+                frame_memory_bytes_max: self.shared.frame_memory.bytes_max() as u64,
+                rss_bytes: crate::budget::rss_bytes().unwrap_or(0),
+                budget,
+                heartbeats_ms: self
+                    .shared
+                    .mailboxes
+                    .iter()
+                    .map(|mailbox| {
+                        self.shared
+                            .now()
+                            .as_ms()
+                            .saturating_sub(mailbox.heartbeat_ms())
+                    })
+                    .collect(),
+            },
         }
     }
 
@@ -424,3 +595,4 @@ impl AdminBackend for Backend {
         !self.shared.draining.load(Ordering::Relaxed)
     }
 }
+

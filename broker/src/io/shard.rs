@@ -1,512 +1,326 @@
-//! One core of the broker: its monoio runtime's state and main loop.
+//! One core's loop: the protocol state machine of the cohorts homed here, fed from the
+//! core's lanes and its control mailbox, and the execution of the machine's actions.
 //!
-//! Owns the core's connections, the protocol state machine of the cohorts homed here, the
-//! routing of messages to other cores (with an overflow per destination that pauses this
-//! core's socket reads while it is non-empty), the verification jobs waiting for room in
-//! the pool, and the timers. Executes the state machine's actions and nothing more: every
-//! protocol decision is `protocol::Machine`'s.
+//! Owns: `Shard`: the `Machine`, the verification of its jobs (submitted to the pool, or
+//! verified here between turns when `verify.mode = "inline"`), the machine's timer, and the
+//! turn: the control mailbox first (so a busy core always answers), credits, then the home
+//! lane and the verification results (unless the router says work is paused), then the
+//! owner lane, then deadlines, overflow and gauges; then every other task of the runtime
+//! (the carriers' readers and writers) gets a turn before the next one.
+//! Never does: touch a socket (carriers do, through their ports), or decide anything about
+//! the protocol: it executes the machine's actions as they come.
 //!
-//! The loop takes at most `MESSAGES_PER_TURN` messages, and at most half the outbound
-//! queue bound of fan-outs (verification results applied, deliveries from other cores),
-//! then lets the connection tasks run: their writers flush everything queued in that turn
-//! with one vectored write each. The fan-out budget is why a batch of 64 verified
-//! publications cannot overflow the 64-frame queue of a subscriber that keeps up (measured:
-//! without it, a stall followed by one full batch reset 64 of 100 subscribers at once).
+//! Fan-out per turn is bounded to half the R26 bound (`fanout_frames_per_turn`): each applied
+//! publication and each delivery from another core puts at most one frame on a stream, and
+//! the writers run after every turn, so a subscriber that keeps up never finds more than
+//! that queued by our own batching (see `outbound` for what a queue beyond its bound means).
+//! Control messages, Joins, credits and closes do not count against it and are taken every
+//! turn. Nothing waits on a timer for work that is ready: the loop parks on its doorbell
+//! (rung by every lane, the mailbox, frame memory and the senders waiting for room) and on
+//! the earliest deadline, nothing else.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
-use std::hash::{Hash, Hasher};
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use bps_proto::Frame;
 use bps_verify::VerifyRequest;
 use bps_verify::verifier::Verifier;
 use bytes::Bytes;
-use monoio::net::{TcpListener, TcpStream};
 
-use super::conn::{self, Conn};
-use super::inbox::{Msg, VerifyDone};
-use super::notify::{LocalNotify, yield_turn};
-use super::{Settings, Shared};
-use crate::metrics::CoreMetrics;
+use super::control::Control;
+use super::link::CoreLink;
+use super::notify::yield_turn;
+use super::outbound::Queued;
+use super::router::{HomeMsg, OwnerMsg, VerifyDone};
 use crate::protocol::{
-    Action, ClosedBy, Machine, Millis, PeerId, StreamId, Targets, Ticket, WriteNotice,
+    Action, CloseReason, ClosedBy, Machine, Millis, StreamId, Targets, Ticket, WriteNotice,
 };
 
-/// Messages one loop turn takes before the connection tasks get a turn.
+/// Home and owner messages one turn takes at most, each, before the other tasks run.
 const MESSAGES_PER_TURN: usize = 1024;
-/// Housekeeping period: pre-join deadlines, retries, gauges, even when nothing happens.
-const HOUSEKEEPING_MS: u64 = 250;
-/// The owning core of a stream.
-fn core_of(stream: StreamId) -> usize {
-    usize::from(stream.core())
-}
 
-/// A verification job waiting here: its pool tag (this core, the ticket), the request, and
-/// when it was queued.
-type PendingJob = ((usize, Ticket), VerifyRequest, Instant);
+/// A verification job waiting to be verified on this core (inline mode), with when it was
+/// queued.
+type InlineJob = (Ticket, VerifyRequest, Instant);
 
 fn micros(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
-/// One core's state. Lives on its runtime thread only.
+/// One core's state machine and its execution; see the module documentation.
 pub struct Shard {
-    core: usize,
-    shared: Arc<Shared>,
+    link: Rc<CoreLink>,
     machine: RefCell<Machine>,
     actions: RefCell<Vec<Action>>,
-    conns: RefCell<HashMap<StreamId, Rc<Conn>>>,
-    next_stream: Cell<u64>,
-    local: RefCell<VecDeque<Msg>>,
-    wake: LocalNotify,
-    /// Messages another core's inbox had no room for, per destination core.
-    overflow: RefCell<Vec<VecDeque<Msg>>>,
-    unpaused: RefCell<Vec<std::task::Waker>>,
-    /// Jobs not yet handed to the pool (or, inline, not yet verified), with when they queued.
-    pending_verify: RefCell<VecDeque<PendingJob>>,
     /// This core's own verifier when `verify.mode = "inline"`.
     verifier: Option<RefCell<Verifier>>,
-    /// Verification results not yet applied (bounded by the jobs in flight).
-    results: RefCell<VecDeque<VerifyDone>>,
-    /// When the frame behind each verification in flight was read (for latency).
+    inline_jobs: RefCell<VecDeque<InlineJob>>,
+    inline_results: RefCell<VecDeque<VerifyDone>>,
+    /// Verification jobs issued and not answered yet (for the gauge; each belongs to a frame
+    /// still in flight, so it is bounded by the frames in flight of every core).
+    verifications: Cell<usize>,
+    /// When the frame behind each verification in flight was read (for the latency sample).
     ticket_read_at: RefCell<HashMap<Ticket, Instant>>,
     /// The read time of the frame whose processing is producing actions right now.
     current_read_at: Cell<Option<Instant>>,
-    prejoin: RefCell<VecDeque<(Millis, StreamId)>>,
     machine_deadline: Cell<Option<Millis>>,
-    draining: Cell<bool>,
-    listener_fd: Cell<Option<i32>>,
 }
 
 impl std::fmt::Debug for Shard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shard").field("core", &self.core).finish()
+        f.debug_struct("Shard")
+            .field("core", &self.link.core)
+            .finish_non_exhaustive()
     }
 }
 
 impl Shard {
-    pub fn new(core: usize, shared: Arc<Shared>, machine: Machine) -> Self {
-        let cores = shared.inboxes.len();
-        Self {
-            verifier: shared
-                .pool
-                .is_none()
-                .then(|| RefCell::new(Verifier::new(shared.settings.key_cache_keys_max))),
-            core,
-            shared,
+    pub fn new(link: Rc<CoreLink>, machine: Machine) -> Shard {
+        let inline = link.shared.pool.is_none();
+        let keys = link.settings().key_cache_keys_max;
+        Shard {
+            verifier: inline.then(|| RefCell::new(Verifier::new(keys))),
+            link,
             machine: RefCell::new(machine),
             actions: RefCell::new(Vec::new()),
-            conns: RefCell::new(HashMap::new()),
-            next_stream: Cell::new(0),
-            local: RefCell::new(VecDeque::new()),
-            wake: LocalNotify::default(),
-            overflow: RefCell::new((0..cores).map(|_| VecDeque::new()).collect()),
-            unpaused: RefCell::new(Vec::new()),
-            pending_verify: RefCell::new(VecDeque::new()),
-            results: RefCell::new(VecDeque::new()),
+            inline_jobs: RefCell::new(VecDeque::new()),
+            inline_results: RefCell::new(VecDeque::new()),
+            verifications: Cell::new(0),
             ticket_read_at: RefCell::new(HashMap::new()),
             current_read_at: Cell::new(None),
-            prejoin: RefCell::new(VecDeque::new()),
             machine_deadline: Cell::new(None),
-            draining: Cell::new(false),
-            listener_fd: Cell::new(None),
         }
     }
 
-    pub fn settings(&self) -> &Settings {
-        &self.shared.settings
-    }
-
-    pub fn metrics(&self) -> &CoreMetrics {
-        &self.shared.metrics[self.core]
-    }
-
-    fn core_byte(&self) -> u8 {
-        u8::try_from(self.core).expect("config validation caps server.cores at 256")
-    }
-
-    fn now(&self) -> Millis {
-        self.shared.now()
-    }
-
-    // ----- accepting -----
-
-    /// Accepts until the listener is shut down by a drain.
-    pub async fn accept_loop(self: Rc<Self>, listener: TcpListener) {
-        self.listener_fd.set(Some(listener.as_raw_fd()));
-        loop {
-            let (stream, addr) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    if self.draining.get() {
-                        return;
-                    }
-                    // EMFILE and friends: back off briefly rather than spin.
-                    tracing::warn!(core = self.core, %error, "accept failed");
-                    monoio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            if self.draining.get() {
-                return;
-            }
-            self.admit(stream, addr);
-        }
-    }
-
-    fn admit(self: &Rc<Self>, stream: TcpStream, addr: SocketAddr) {
-        let metrics = self.metrics();
-        let peer = PeerId::of(addr.ip());
-        let now = self.now();
-        if self.shared.ledger.is_blocked(peer, now) {
-            metrics.connections_refused_blocklist.inc();
-            return;
-        }
-        let open = self.shared.connections.fetch_add(1, Ordering::Relaxed);
-        if open >= self.shared.settings.connections_max {
-            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
-            metrics.connections_refused_limit.inc();
-            return;
-        }
-        metrics.connections_accepted.inc();
-        metrics.connections_open.add(1);
-        // Nagle would hold back small Acks; the writer already batches.
-        let _ = stream.set_nodelay(true);
-        let id = StreamId::new(self.core_byte(), self.next_stream.get());
-        self.next_stream.set(self.next_stream.get() + 1);
-        let conn = Rc::new(Conn::new(
-            id,
-            peer,
-            stream.as_raw_fd(),
-            self.settings().outbound_queue_frames_max,
-            self.settings().frames_in_flight_per_stream_max,
-        ));
-        self.conns.borrow_mut().insert(id, Rc::clone(&conn));
-        let deadline = Millis(now.0 + self.settings().join_deadline_ms);
-        self.prejoin.borrow_mut().push_back((deadline, id));
-        monoio::spawn(conn::run(Rc::clone(self), conn, stream));
-    }
-
-    /// Called by a connection task when both its halves are done.
-    pub fn connection_ended(&self, conn: &Conn, report: Option<ClosedBy>) {
-        self.conns.borrow_mut().remove(&conn.id);
-        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
-        let metrics = self.metrics();
-        metrics.connections_closed.inc();
-        metrics.connections_open.sub(1);
-        if let (Some(cause), Some(home)) = (report, conn.home()) {
-            self.route(
-                home,
-                Msg::Closed {
-                    stream: conn.id,
-                    cause,
-                },
-            );
-        }
-        if self.draining.get() && self.conns.borrow().is_empty() {
-            self.wake.notify();
-        }
-    }
-
-    pub fn note_frame_error(&self, conn: &Conn, error: &bps_proto::FrameError) {
-        tracing::debug!(stream = conn.id.0, peer = %conn.peer, %error, "bad frame");
-        self.metrics().frame_errors.inc();
-    }
-
-    // ----- routing -----
-
-    /// The home core of the cohort a Join names (its canonical key's hash), or this core
-    /// for a Join that does not validate (the local state machine answers REJECTED).
-    pub fn home_of_join(&self, frame: &Frame) -> usize {
-        let cores = self.shared.inboxes.len();
-        if cores == 1 {
-            return 0;
-        }
-        let Ok(join) = bps_proto::decode_join(frame.body()) else {
-            return self.core;
-        };
-        match bps_proto::validate_join(&join) {
-            Ok(valid) => {
-                let mut hasher = std::hash::DefaultHasher::new();
-                valid.key.as_bytes().hash(&mut hasher);
-                (hasher.finish() % cores as u64) as usize
-            }
-            Err(_) => self.core,
-        }
-    }
-
-    pub fn send_join(&self, home: usize, conn: &Conn, frame: Frame) {
-        self.route(
-            home,
-            Msg::Join {
-                stream: conn.id,
-                peer: conn.peer,
-                frame,
-            },
-        );
-    }
-
-    pub fn send_frame(&self, home: usize, stream: StreamId, frame: Frame) {
-        self.route(
-            home,
-            Msg::Frame {
-                stream,
-                frame,
-                read_at: Instant::now(),
-            },
-        );
-    }
-
-    pub fn report_written(&self, conn: &Conn, notice: WriteNotice) {
-        if let Some(home) = conn.home() {
-            self.route(
-                home,
-                Msg::Written {
-                    stream: conn.id,
-                    notice,
-                },
-            );
-        }
-    }
-
-    fn route(&self, core: usize, msg: Msg) {
-        if core == self.core {
-            self.local.borrow_mut().push_back(msg);
-            self.wake.notify();
-            return;
-        }
-        let mut overflow = self.overflow.borrow_mut();
-        let queue = &mut overflow[core];
-        if !queue.is_empty() {
-            queue.push_back(msg);
-            return;
-        }
-        if let Err(msg) = self.shared.inboxes[core].push(msg) {
-            self.metrics().inbox_full.inc();
-            queue.push_back(msg);
-        }
-    }
-
-    fn retry_overflow(&self) {
-        let mut drained_all = true;
-        {
-            let mut overflow = self.overflow.borrow_mut();
-            for (core, queue) in overflow.iter_mut().enumerate() {
-                while let Some(msg) = queue.pop_front() {
-                    if let Err(msg) = self.shared.inboxes[core].push(msg) {
-                        queue.push_front(msg);
-                        drained_all = false;
-                        break;
-                    }
-                }
-            }
-        }
-        if drained_all {
-            for waker in self.unpaused.borrow_mut().drain(..) {
-                waker.wake();
-            }
-        }
-    }
-
-    fn paused(&self) -> bool {
-        self.overflow.borrow().iter().any(|queue| !queue.is_empty())
-    }
-
-    /// Waits while another core's inbox is full: reading more would only queue more here.
-    pub async fn wait_unpaused(&self) {
-        poll_fn(|cx| {
-            if self.paused() {
-                self.unpaused.borrow_mut().push(cx.waker().clone());
-                Poll::Pending
-            } else {
-                Poll::Ready(())
-            }
-        })
-        .await;
-    }
-
-    // ----- the loop -----
-
-    /// Runs until a drain has closed every connection.
-    pub async fn main_loop(self: Rc<Self>) {
+    /// Runs until a drain has closed every stream of this core.
+    pub async fn run(self: Rc<Self>) {
         loop {
             self.wait_for_work().await;
-            let now = self.now();
-            let mut taken = 0;
-            let fanout_budget = self.fanout_frames_per_turn();
-            let mut fanouts = self.apply_results(now, fanout_budget);
-            while taken < MESSAGES_PER_TURN && fanouts < fanout_budget {
-                let next = self.local.borrow_mut().pop_front();
-                let msg = match next {
-                    Some(msg) => msg,
-                    None => match self.shared.inboxes[self.core].pop() {
-                        Some(msg) => msg,
-                        None => break,
-                    },
-                };
-                if matches!(msg, Msg::Deliver { .. }) {
-                    fanouts += 1;
-                }
-                self.handle(now, msg);
-                taken += 1;
-            }
-            self.expire_prejoin(now);
-            if self.machine_deadline.get().is_some_and(|at| at <= now) {
-                self.machine_deadline.set(None);
-                self.machine.borrow_mut().on_tick(now);
-                self.execute();
-            }
-            if self.results.borrow().is_empty() {
-                self.verify_inline();
-            }
-            self.submit_pending_verify();
-            self.retry_overflow();
-            let metrics = self.metrics();
-            metrics
-                .inbox_depth
-                .set(self.shared.inboxes[self.core].len() as u64);
-            match &self.shared.pool_stats {
-                // The pool is shared: one core reports it, so the merged gauge is not multiplied.
-                Some(stats) if self.core == 0 => {
-                    metrics
-                        .verify_queue_depth
-                        .set(stats.depth.load(Ordering::Relaxed) as u64);
-                }
-                Some(_) => {}
-                None => metrics
-                    .verify_queue_depth
-                    .set(self.pending_verify.borrow().len() as u64),
-            }
-            if self.draining.get()
-                && self.conns.borrow().is_empty()
-                && self.local.borrow().is_empty()
-            {
+            let now = self.link.shared.now();
+            self.link.shared.mailboxes[self.link.core].beat(now.as_ms());
+            self.turn(now);
+            if self.link.draining() && self.link.ports_open() == 0 && !self.link.router.has_home() {
                 return;
             }
-            if taken == MESSAGES_PER_TURN
-                || fanouts >= fanout_budget
-                || self.paused()
-                || self.has_own_work()
-            {
-                yield_turn().await;
-            }
+            // Every reader and writer of this core runs before the next turn.
+            yield_turn().await;
         }
     }
 
+    fn turn(&self, now: Millis) {
+        self.take_control();
+        self.take_credits();
+        let mut fanouts = 0;
+        if !self.link.router.work_paused() {
+            self.take_home(now);
+            fanouts = self.apply_results(now, self.fanout_frames_per_turn());
+        }
+        self.take_owner(fanouts);
+        if self.machine_deadline.get().is_some_and(|at| at <= now) {
+            self.machine_deadline.set(None);
+            self.machine.borrow_mut().on_tick(now);
+            self.execute();
+        }
+        self.link.expire_deadlines(now);
+        self.verify_inline();
+        self.link.router.retry_overflow();
+        let lanes = self.link.router.lanes();
+        lanes[self.link.core].ring_waiting_senders(lanes);
+        self.link.wake_memory_waiters();
+        self.update_gauges();
+    }
+
+    /// Parks until a lane, the mailbox or a deadline has something for this core.
     async fn wait_for_work(&self) {
-        let now = self.now();
-        let housekeeping = Millis(now.0 + HOUSEKEEPING_MS);
-        let until = match self.machine_deadline.get() {
-            Some(at) if at < housekeeping => at,
-            _ => housekeeping,
-        };
-        let sleep = monoio::time::sleep(Duration::from_millis(until.0.saturating_sub(now.0)));
-        let mut sleep = std::pin::pin!(sleep);
-        let inbox = &self.shared.inboxes[self.core];
+        if self.has_work(self.link.shared.now()) {
+            return;
+        }
+        let doorbell = &self.link.router.inbound().doorbell;
+        let now = self.link.shared.now();
+        let until = [self.machine_deadline.get(), self.link.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
+        let sleep = until.map(|at| {
+            Box::pin(monoio::time::sleep(Duration::from_millis(
+                at.as_ms().saturating_sub(now.as_ms()),
+            )))
+        });
+        let mut sleep = sleep;
         poll_fn(|cx| {
-            if !self.local.borrow().is_empty() || self.has_own_work() {
+            if doorbell.poll_rung(cx).is_ready() || self.has_work(self.link.shared.now()) {
                 return Poll::Ready(());
             }
-            if self.wake.poll_notified(cx).is_ready() {
-                return Poll::Ready(());
+            match sleep.as_mut() {
+                Some(sleep) => sleep.as_mut().poll(cx),
+                None => Poll::Pending,
             }
-            inbox.register(cx.waker());
-            if !inbox.is_empty() {
-                return Poll::Ready(());
-            }
-            sleep.as_mut().poll(cx)
         })
         .await;
     }
 
-    fn handle(&self, now: Millis, msg: Msg) {
-        match msg {
-            Msg::Join {
-                stream,
-                peer,
-                frame,
-            } => {
-                self.machine.borrow_mut().on_join(now, peer, stream, frame);
-            }
-            Msg::Frame {
-                stream,
-                frame,
-                read_at,
-            } => {
-                self.current_read_at.set(Some(read_at));
-                self.machine.borrow_mut().on_frame(now, stream, frame);
-            }
-            Msg::Closed { stream, cause } => {
-                self.machine.borrow_mut().on_closed(now, stream, cause)
-            }
-            Msg::Written { stream, notice } => {
-                self.machine.borrow_mut().on_written(now, stream, notice)
-            }
-            // Applied a few per turn (`apply_results`), so one batch cannot overfill queues.
-            Msg::Verified(batch) => self.results.borrow_mut().extend(batch),
-            Msg::Send {
-                stream,
-                frame,
-                notice,
-            } => self.enqueue(stream, frame, notice, None),
-            Msg::Deliver {
-                frame,
-                targets,
-                from,
-                to,
-                read_at,
-            } => {
-                for stream in &targets.all[from..to] {
-                    if !targets.excludes(*stream) {
-                        self.enqueue(*stream, frame.clone(), None, read_at);
-                    }
+    fn has_work(&self, now: Millis) -> bool {
+        let lanes = self.link.router.inbound();
+        let paused = self.link.router.work_paused();
+        let (credits, results) = lanes.has_credits_or_results();
+        !self.link.shared.mailboxes[self.link.core].is_empty()
+            || credits
+            || !lanes.owner.is_empty()
+            || (!paused
+                && (self.link.router.has_home()
+                    || results
+                    || !self.inline_results.borrow().is_empty()))
+            || !self.inline_jobs.borrow().is_empty()
+            || self.machine_deadline.get().is_some_and(|at| at <= now)
+            || self.link.next_deadline().is_some_and(|at| at <= now)
+            || (self.link.draining() && self.link.ports_open() == 0)
+    }
+
+    // ----- inputs -----
+
+    fn take_control(&self) {
+        let mailbox = &self.link.shared.mailboxes[self.link.core];
+        while let Some(message) = mailbox.take() {
+            match message {
+                Control::Ping { reply } => {
+                    let _ = reply.send(());
+                }
+                Control::Reload(config) => self.machine.borrow_mut().reconfigure(*config),
+                Control::Drain => self.link.start_drain(),
+                Control::Cohorts { reply } => {
+                    let _ = reply.send(self.machine.borrow().summaries(self.link.shared.now()));
+                }
+                Control::CohortStreams {
+                    key,
+                    offset,
+                    limit,
+                    reply,
+                } => {
+                    let page = self.machine.borrow().cohort_streams(
+                        &key,
+                        (offset, limit),
+                        self.link.shared.now(),
+                    );
+                    let _ = reply.send(page);
                 }
             }
-            Msg::Credit { stream } => {
-                if let Some(conn) = self.conns.borrow().get(&stream) {
-                    conn.credit();
-                }
-            }
-            Msg::Close { stream, reason } => {
-                let conn = self.conns.borrow().get(&stream).cloned();
-                if let Some(conn) = conn {
-                    conn.close_by_home(reason);
-                }
-            }
-            Msg::Ping { reply } => {
-                let _ = reply.send(self.core);
-            }
-            Msg::Snapshot { reply } => {
-                let _ = reply.send(snapshot_json(&self.machine.borrow(), now));
-            }
-            Msg::Reload(config) => self.machine.borrow_mut().reconfigure(*config),
-            Msg::Drain => self.start_drain(),
+            self.execute();
         }
-        self.execute();
-        self.current_read_at.set(None);
+    }
+
+    fn take_credits(&self) {
+        let lanes = self.link.router.inbound();
+        while let Some(stream) = lanes.pop_credit() {
+            self.link.credit(stream);
+        }
+    }
+
+    fn take_home(&self, now: Millis) {
+        for _ in 0..MESSAGES_PER_TURN {
+            let Some(msg) = self.link.router.pop_home() else {
+                return;
+            };
+            match msg {
+                HomeMsg::Join {
+                    stream,
+                    peer,
+                    frame,
+                } => self.machine.borrow_mut().on_join(now, peer, stream, frame),
+                HomeMsg::Frame {
+                    stream,
+                    frame,
+                    read_at,
+                } => {
+                    self.current_read_at.set(Some(read_at));
+                    self.machine.borrow_mut().on_frame(now, stream, frame);
+                }
+                HomeMsg::Closed { stream, cause } => {
+                    self.machine.borrow_mut().on_closed(now, stream, cause);
+                }
+                HomeMsg::Written { stream, notice } => {
+                    self.machine.borrow_mut().on_written(now, stream, notice);
+                }
+            }
+            self.execute();
+            self.current_read_at.set(None);
+        }
+    }
+
+    /// Applies up to `budget` verification results; returns how many.
+    fn apply_results(&self, now: Millis, budget: usize) -> usize {
+        let lanes = self.link.router.inbound();
+        let mut applied = 0;
+        while applied < budget {
+            let next = self.inline_results.borrow_mut().pop_front();
+            let Some(done) = next.or_else(|| lanes.pop_result()) else {
+                break;
+            };
+            self.verified(now, done);
+            applied += 1;
+        }
+        applied
     }
 
     fn verified(&self, now: Millis, done: VerifyDone) {
         let (_, ticket) = done.tag;
-        self.metrics().verify_jobs.inc();
-        self.metrics().verify_latency_us.record(done.latency_us);
+        self.verifications.set(self.verifications.get() - 1);
+        let metrics = self.link.metrics();
+        metrics.verify_jobs.inc();
+        metrics.verify_latency_us.record(done.latency_us);
         let read_at = self.ticket_read_at.borrow_mut().remove(&ticket);
         self.current_read_at.set(read_at);
         self.machine
             .borrow_mut()
             .on_verified(now, ticket, done.result);
         self.execute();
+        self.current_read_at.set(None);
     }
 
-    /// Carries out what the state machine decided.
+    /// Owner messages from other cores; deliveries count against what is left of the turn's
+    /// fan-out budget, the rest only against `MESSAGES_PER_TURN`.
+    fn take_owner(&self, fanouts_so_far: usize) {
+        let owner = &self.link.router.inbound().owner;
+        let budget = self.fanout_frames_per_turn();
+        let mut fanouts = fanouts_so_far;
+        for _ in 0..MESSAGES_PER_TURN {
+            if fanouts >= budget {
+                return;
+            }
+            let Some(msg) = owner.pop() else {
+                return;
+            };
+            match msg {
+                OwnerMsg::Send {
+                    stream,
+                    frame,
+                    notice,
+                } => self.enqueue(stream, frame, notice, None),
+                OwnerMsg::Deliver {
+                    frame,
+                    targets,
+                    from,
+                    to,
+                    read_at,
+                } => {
+                    fanouts += 1;
+                    for stream in &targets.all[from..to] {
+                        if !targets.excludes(*stream) {
+                            self.enqueue(*stream, frame.clone(), None, read_at);
+                        }
+                    }
+                }
+                OwnerMsg::Close { stream, reason } => self.close_local(stream, &reason),
+            }
+        }
+    }
+
+    // ----- actions -----
+
+    /// Carries out what the machine decided, in order.
     fn execute(&self) {
         let mut actions = std::mem::take(&mut *self.actions.borrow_mut());
         self.machine.borrow_mut().drain_actions(&mut actions);
@@ -516,55 +330,24 @@ impl Shard {
                     stream,
                     frame,
                     notice,
-                } => {
-                    let owner = core_of(stream);
-                    if owner == self.core {
-                        self.enqueue(stream, frame, notice, None);
-                    } else {
-                        self.route(
-                            owner,
-                            Msg::Send {
-                                stream,
-                                frame,
-                                notice,
-                            },
-                        );
-                    }
-                }
+                } => self.send(stream, frame, notice),
                 Action::Deliver { frame, targets } => self.deliver(frame, targets),
-                Action::Verify { ticket, request } => {
-                    if let Some(at) = self.current_read_at.get() {
-                        self.ticket_read_at.borrow_mut().insert(ticket, at);
-                    }
-                    self.pending_verify.borrow_mut().push_back((
-                        (self.core, ticket),
-                        request,
-                        Instant::now(),
-                    ));
-                }
-                Action::Consumed { stream } => {
-                    let owner = core_of(stream);
-                    if owner == self.core {
-                        if let Some(conn) = self.conns.borrow().get(&stream) {
-                            conn.credit();
-                        }
-                    } else {
-                        self.route(owner, Msg::Credit { stream });
-                    }
-                }
+                Action::Verify { ticket, request } => self.verify(ticket, request),
+                Action::Consumed { stream } => self.consumed(stream),
                 Action::Close { stream, reason } => {
-                    let owner = core_of(stream);
-                    if owner == self.core {
-                        let conn = self.conns.borrow().get(&stream).cloned();
-                        if let Some(conn) = conn {
-                            conn.close_by_home(reason);
-                        }
+                    let owner = usize::from(stream.core());
+                    if owner == self.link.core {
+                        self.close_local(stream, &reason);
                     } else {
-                        self.route(owner, Msg::Close { stream, reason });
+                        self.link
+                            .router
+                            .to_owner(owner, OwnerMsg::Close { stream, reason });
                     }
                 }
                 Action::Blocklist { peer, until } => {
-                    tracing::info!(peer = %peer, until_ms = until.0, "peer blocklisted");
+                    if self.link.may_log() {
+                        tracing::info!(%peer, until_ms = until.as_ms(), "peer blocklisted");
+                    }
                 }
                 Action::ArmTimer { at } => {
                     if self
@@ -578,27 +361,55 @@ impl Shard {
             }
         }
         *self.actions.borrow_mut() = actions;
-        self.submit_pending_verify();
+    }
+
+    /// Closes one of this core's streams as its home core decided (the home knows already).
+    fn close_local(&self, stream: StreamId, reason: &CloseReason) {
+        if let Some(port) = self.link.port(stream) {
+            port.mark_reported();
+            if reason.graceful() {
+                self.link.flush(&port);
+            } else {
+                port.reset();
+            }
+        }
+    }
+
+    fn send(&self, stream: StreamId, frame: Bytes, notice: Option<WriteNotice>) {
+        let owner = usize::from(stream.core());
+        if owner == self.link.core {
+            self.enqueue(stream, frame, notice, None);
+        } else {
+            self.link.router.to_owner(
+                owner,
+                OwnerMsg::Send {
+                    stream,
+                    frame,
+                    notice,
+                },
+            );
+        }
     }
 
     /// Fans one frame out: local targets directly, one message per other core.
     fn deliver(&self, frame: Bytes, targets: Targets) {
         let read_at = self.current_read_at.get();
-        let all = &targets.all;
+        let all = std::sync::Arc::clone(&targets.all);
         let mut from = 0;
         while from < all.len() {
-            let core = core_of(all[from]);
-            let to = from + all[from..].partition_point(|stream| core_of(*stream) == core);
-            if core == self.core {
+            let core = usize::from(all[from].core());
+            let to =
+                from + all[from..].partition_point(|stream| usize::from(stream.core()) == core);
+            if core == self.link.core {
                 for stream in &all[from..to] {
                     if !targets.excludes(*stream) {
                         self.enqueue(*stream, frame.clone(), None, read_at);
                     }
                 }
             } else {
-                self.route(
+                self.link.router.to_owner(
                     core,
-                    Msg::Deliver {
+                    OwnerMsg::Deliver {
                         frame: frame.clone(),
                         targets: targets.clone(),
                         from,
@@ -618,46 +429,73 @@ impl Shard {
         notice: Option<WriteNotice>,
         read_at: Option<Instant>,
     ) {
-        let conn = self.conns.borrow().get(&stream).cloned();
-        let Some(conn) = conn else { return };
-        if !conn.enqueue(frame, notice, read_at) {
-            self.metrics().queue_resets.inc();
-            conn.mark_reported();
-            if let Some(home) = conn.home() {
-                self.route(
-                    home,
-                    Msg::Closed {
-                        stream,
-                        cause: ClosedBy::QueueOverflow,
-                    },
-                );
-            }
-        }
-    }
-
-    fn submit_pending_verify(&self) {
-        let Some(pool) = &self.shared.pool else {
+        let Some(port) = self.link.port(stream) else {
             return;
         };
-        let mut pending = self.pending_verify.borrow_mut();
-        while let Some((tag, request, queued_at)) = pending.pop_front() {
-            if let Err(full) = pool.submit(tag, request) {
-                pending.push_front((full.tag, full.request, queued_at));
-                break;
+        match port.enqueue(frame, notice, read_at) {
+            Ok(Queued::Within) => {}
+            Ok(Queued::InSlack) => self.link.metrics().queue_slack.inc(),
+            Err(full) => {
+                self.link.metrics().queue_resets.inc();
+                if self.link.may_log() {
+                    tracing::debug!(%stream, peer = %port.peer, %full, "slow consumer reset (R26)");
+                }
+                port.reset();
+                if port.end_unreported()
+                    && let Some(home) = port.home()
+                {
+                    port.mark_reported();
+                    self.link.router.to_home(
+                        home,
+                        HomeMsg::Closed {
+                            stream,
+                            cause: ClosedBy::QueueOverflow,
+                        },
+                    );
+                }
             }
         }
     }
 
-    /// Inline mode: verifies one batch of this core's pending jobs; the results are applied
-    /// like the pool's, a few per turn.
+    fn consumed(&self, stream: StreamId) {
+        let owner = usize::from(stream.core());
+        if owner == self.link.core {
+            self.link.credit(stream);
+        } else {
+            self.link.router.credit(owner, stream);
+        }
+    }
+
+    fn verify(&self, ticket: Ticket, request: VerifyRequest) {
+        self.verifications.set(self.verifications.get() + 1);
+        if let Some(at) = self.current_read_at.get() {
+            self.ticket_read_at.borrow_mut().insert(ticket, at);
+        }
+        match &self.link.shared.pool {
+            Some(pool) => {
+                let submitted = pool.submit((self.link.core, ticket), request);
+                assert!(
+                    submitted.is_ok(),
+                    "the verification queue holds every job the cores may have in flight"
+                );
+            }
+            None => self
+                .inline_jobs
+                .borrow_mut()
+                .push_back((ticket, request, Instant::now())),
+        }
+    }
+
+    /// Inline mode: verifies one batch of this core's jobs; the results are applied like the
+    /// pool's, within the fan-out budget.
     fn verify_inline(&self) {
         let Some(verifier) = &self.verifier else {
             return;
         };
-        let batch: Vec<_> = {
-            let mut pending = self.pending_verify.borrow_mut();
-            let take = pending.len().min(self.settings().verify_batch_jobs_max);
-            pending.drain(..take).collect()
+        let batch: Vec<InlineJob> = {
+            let mut jobs = self.inline_jobs.borrow_mut();
+            let take = jobs.len().min(self.link.settings().verify_batch_jobs_max);
+            jobs.drain(..take).collect()
         };
         if batch.is_empty() {
             return;
@@ -665,98 +503,41 @@ impl Shard {
         let requests: Vec<&VerifyRequest> = batch.iter().map(|(_, request, _)| request).collect();
         let mut results = Vec::with_capacity(batch.len());
         verifier.borrow_mut().verify_batch(&requests, &mut results);
-        let mut done = self.results.borrow_mut();
-        for ((tag, _, queued_at), result) in batch.into_iter().zip(results) {
+        let mut done = self.inline_results.borrow_mut();
+        for ((ticket, _, queued_at), result) in batch.into_iter().zip(results) {
             done.push_back(VerifyDone {
-                tag,
+                tag: (self.link.core, ticket),
                 result,
                 latency_us: micros(queued_at),
             });
         }
     }
 
-    /// Each accepted publication may put one frame on every subscriber's queue, and the
-    /// writers drain the queues only between turns. Half the queue bound per turn keeps a
-    /// subscriber that keeps up from ever being reset by our own batching (R26 is for
-    /// subscribers that do not keep up).
+    /// Half the R26 bound: see the module documentation.
     fn fanout_frames_per_turn(&self) -> usize {
-        (self.settings().outbound_queue_frames_max / 2).max(1)
+        (self.link.settings().outbound_queue_frames_max / 2).max(1)
     }
 
-    /// Applies up to `budget` verification results; returns how many.
-    fn apply_results(&self, now: Millis, budget: usize) -> usize {
-        let mut applied = 0;
-        while applied < budget {
-            let next = self.results.borrow_mut().pop_front();
-            let Some(done) = next else { break };
-            self.verified(now, done);
-            applied += 1;
-        }
-        applied
-    }
-
-    /// Work this core gives itself: results to apply, or inline jobs to verify.
-    fn has_own_work(&self) -> bool {
-        !self.results.borrow().is_empty()
-            || (self.verifier.is_some() && !self.pending_verify.borrow().is_empty())
-    }
-
-    fn expire_prejoin(&self, now: Millis) {
-        loop {
-            let front = self.prejoin.borrow().front().copied();
-            let Some((deadline, stream)) = front else {
-                return;
-            };
-            let conn = self.conns.borrow().get(&stream).cloned();
-            match conn {
-                Some(conn) if conn.home().is_none() => {
-                    if deadline > now {
-                        return;
-                    }
-                    self.metrics().join_timeouts.inc();
-                    conn.reset();
-                }
-                _ => {}
-            }
-            self.prejoin.borrow_mut().pop_front();
+    fn update_gauges(&self) {
+        let metrics = self.link.metrics();
+        let lanes = self.link.router.inbound();
+        metrics.inbox_depth.set(lanes.depth() as u64);
+        metrics
+            .overflow_messages
+            .set(self.link.router.overflowed() as u64);
+        metrics.frames_in_flight.set(self.link.in_flight() as u64);
+        metrics
+            .verifications_in_flight
+            .set(self.verifications.get() as u64);
+        match &self.link.shared.pool_stats {
+            // The pool is shared: one core reports it, so the merged gauge is not multiplied.
+            Some(stats) if self.link.core == 0 => metrics
+                .verify_queue_depth
+                .set(stats.depth.load(Ordering::Relaxed) as u64),
+            Some(_) => {}
+            None => metrics
+                .verify_queue_depth
+                .set(self.inline_jobs.borrow().len() as u64),
         }
     }
-
-    fn start_drain(&self) {
-        if self.draining.replace(true) {
-            return;
-        }
-        if let Some(fd) = self.listener_fd.get() {
-            // Wakes the pending accept with an error; the accept loop sees `draining`.
-            // SAFETY: the listener fd stays open until the accept loop returns.
-            unsafe {
-                libc::shutdown(fd, libc::SHUT_RDWR);
-            }
-        }
-        let conns: Vec<Rc<Conn>> = self.conns.borrow().values().cloned().collect();
-        for conn in conns {
-            conn.flush_and_close();
-        }
-        self.wake.notify();
-    }
-}
-
-/// The machine's cohorts as JSON objects, each with `age_ms` and `idle_ms` at `now`.
-fn snapshot_json(machine: &Machine, now: Millis) -> Vec<serde_json::Value> {
-    machine
-        .summaries()
-        .into_iter()
-        .map(|cohort| {
-            let (age_ms, idle_ms) = (
-                now.as_ms().saturating_sub(cohort.created_ms),
-                now.as_ms().saturating_sub(cohort.last_activity_ms),
-            );
-            let mut value = serde_json::to_value(cohort).expect("a snapshot is plain data");
-            if let serde_json::Value::Object(fields) = &mut value {
-                fields.insert("age_ms".into(), age_ms.into());
-                fields.insert("idle_ms".into(), idle_ms.into());
-            }
-            value
-        })
-        .collect()
 }

@@ -441,7 +441,10 @@ impl Rig {
     /// Stream ids per role name of the cohort with key `spec` (empty when it is gone).
     pub fn roles(&self, spec: &Spec) -> HashMap<&'static str, Vec<StreamId>> {
         let mut roles: HashMap<&'static str, Vec<StreamId>> = HashMap::new();
-        if let Some(page) = self.machine.cohort_streams(&spec.key(), 0, usize::MAX) {
+        if let Some(page) = self
+            .machine
+            .cohort_streams(&spec.key(), (0, usize::MAX), Millis(0))
+        {
             for name in crate::Role::ALL.map(crate::Role::name) {
                 roles.insert(name, Vec::new());
             }
@@ -454,7 +457,7 @@ impl Rig {
 
     /// The summary of the one live cohort.
     pub fn only_cohort(&self) -> crate::CohortSummary {
-        let mut summaries = self.machine.summaries();
+        let mut summaries = self.machine.summaries(Millis(0));
         assert_eq!(summaries.len(), 1, "one live cohort");
         summaries.remove(0)
     }

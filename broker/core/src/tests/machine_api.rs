@@ -35,7 +35,7 @@ fn summaries_and_stream_pages_describe_cohorts_for_the_admin_view() {
     assert_eq!(cohort.counters["accepted_roster"], 1);
     let page = rig
         .machine
-        .cohort_streams(&spec.key(), 1, 1)
+        .cohort_streams(&spec.key(), (1, 1), Millis(0))
         .expect("live cohort");
     assert_eq!(page.summary, cohort);
     assert_eq!(page.roster, vec![hex::encode(key(3).address())]);
@@ -46,7 +46,11 @@ fn summaries_and_stream_pages_describe_cohorts_for_the_admin_view() {
     assert_eq!(page.streams[0].addr, hex::encode(key(2).address()));
     assert_eq!(page.streams[0].role, crate::Role::Spectator);
     let other = explicit(2, &key(1), false);
-    assert!(rig.machine.cohort_streams(&other.key(), 0, 10).is_none());
+    assert!(
+        rig.machine
+            .cohort_streams(&other.key(), (0, 10), Millis(0))
+            .is_none()
+    );
 }
 
 #[test]
@@ -194,4 +198,38 @@ fn a_tick_runs_a_bounded_number_of_deadlines_and_asks_to_run_again_at_once() {
     let second = rig.tick_at(deadline);
     assert_eq!(closed(&second), 100);
     assert_eq!(rig.machine.stream_count(), 0);
+}
+
+#[test]
+fn a_frame_under_verification_is_consumed_when_its_result_arrives_even_after_the_close() {
+    let mut rig = Rig::new();
+    let spec = explicit(1, &key(1), false);
+    let admin = rig.joined(key(1), &spec, sid(1), peer(1));
+    rig.joined(key(2), &spec, sid(2), peer(2));
+    rig.publish(sid(1), &admin.auth());
+    let first = rig.feed(sid(1), &admin.data(0, b"first"));
+    let second = rig.feed(sid(1), &admin.data(1, b"second"));
+    let jobs: Vec<_> = first
+        .into_iter()
+        .chain(second)
+        .filter_map(|action| match action {
+            crate::Action::Verify { ticket, request } => Some((ticket, request)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(jobs.len(), 2, "a proven stream verifies frames in parallel");
+    // The second result arrives first; it waits for the first (read order).
+    rig.machine
+        .on_verified(rig.now, jobs[1].0, bps_verify::verify(&jobs[1].1));
+    assert_eq!(rig.drain(), vec![]);
+    // The stream closes: the verified frame is consumed now, the one in verification is not.
+    assert_eq!(
+        rig.closed(sid(1), crate::ClosedBy::Peer),
+        vec![consumed(sid(1))]
+    );
+    assert!(!rig.all_consumed());
+    rig.machine
+        .on_verified(rig.now, jobs[0].0, bps_verify::verify(&jobs[0].1));
+    assert_eq!(rig.drain(), vec![consumed(sid(1))]);
+    assert!(rig.all_consumed());
 }

@@ -636,7 +636,7 @@ fn r40_every_required_counter_is_exposed_per_cohort_and_in_total_and_readable_el
         "queue_reset",
         "invalid_roster",
     ];
-    let summaries = rig.machine.summaries();
+    let summaries = rig.machine.summaries(crate::Millis(0));
     let cohort = summaries
         .iter()
         .find(|cohort| cohort.key == spec.key().to_hex())

@@ -79,7 +79,7 @@ fn r20_a_roster_is_accepted_at_or_above_its_cursor_and_an_undecodable_payload_is
     let snapshot = |rig: &Rig| {
         let page = rig
             .machine
-            .cohort_streams(&spec.key(), 0, 0)
+            .cohort_streams(&spec.key(), (0, 0), crate::Millis(0))
             .expect("live cohort");
         (page.summary.roster_cursor, page.roster)
     };

@@ -1,0 +1,372 @@
+//! The memory budget: the broker's worst-case memory, summed from its configured bounds, and
+//! the one limit it must fit (TigerBeetle sizes its message pool the same way).
+//!
+//! Owns: `MemoryBudget` (every term, each with the config keys that size it, and the total),
+//! the per-entry sizes the terms multiply (one named constant each, with why), the default
+//! budget (`limits.memory_bytes_max = 0`: half of the host's memory, or of the cgroup limit
+//! when that is lower), and the check `bps-broker` runs at start and on every reload: a
+//! configuration whose worst case exceeds the budget is refused, naming its largest terms.
+//! Never does: measure anything at run time (the gauges do that); the figures here are
+//! upper bounds derived from the configuration alone.
+//!
+//! Every structure that grows with peer input is bounded and appears here:
+//! - connections: each one's fixed state (port, stream, tasks, idle read buffer, queue and
+//!   write batch slots), `limits.connections_max` of them;
+//! - frame memory: every frame read and not yet released, grown read buffers and their
+//!   reads, bounded at run time by `limits.frame_memory_bytes_max` (readers wait at the
+//!   bound), plus one idle-sized unreserved read per connection;
+//! - frames in flight: what the router, the machine and the verification pool keep per frame
+//!   read and not consumed, `limits.frames_in_flight_per_core_max` per core;
+//! - cross-core lanes and overflows: `server.inbox_messages_max` and
+//!   `server.overflow_messages_max` messages per core and destination;
+//! - cohorts: cursor tables, dedup windows and rosters, `limits.cohorts_max` of them;
+//! - the verification key caches, the peer ledger (blocklist, per-peer counts), metric
+//!   series of a scrape, the admin server's requests and responses, the log buffer;
+//! - a fixed base for the process itself (runtimes, rings, thread stacks in use, binary).
+//!
+//! The per-entry sizes are estimates from the types' sizes with their collections' overhead,
+//! rounded up; `bps_rss_bytes` and the budget black-box test check them against the process.
+
+use std::fmt;
+
+use crate::config::BrokerConfig;
+
+/// The process before any connection: heap of the runtimes and pools, io_uring rings,
+/// touched thread stacks, the binary's own pages.
+pub const BASE_BYTES: u64 = 64 << 20;
+
+/// One connection's fixed state: its port and the machine's stream record, both tasks'
+/// futures, the table entries that name it, the io_uring operation state.
+pub const CONNECTION_STATE_BYTES: u64 = 6 << 10;
+
+/// One slot of an outbound queue or a write batch: a `Bytes` handle plus an `iovec`.
+pub const FRAME_SLOT_BYTES: u64 = 48;
+
+/// Per frame in flight: its router message, the machine's record of it, the verification
+/// request and job, the pool's result and the ticket maps.
+pub const FRAME_IN_FLIGHT_BYTES: u64 = 768;
+
+/// Allocator overhead on frame allocations (size classes and the shared header of each
+/// frame), in percent.
+pub const FRAME_ALLOCATOR_OVERHEAD_PERCENT: u64 = 25;
+
+/// One cross-core message slot (the largest message, an owner `Deliver`, with its padding).
+pub const MESSAGE_SLOT_BYTES: u64 = 128;
+
+/// A cohort's fixed state: spec, counters, role gauges, membership tables, timers.
+pub const COHORT_STATE_BYTES: u64 = 8 << 10;
+
+/// One entry of a cohort's cursor table (R27): address, cursor, LRU links, hash slot.
+pub const CURSOR_ENTRY_BYTES: u64 = 96;
+
+/// One entry of an implicit cohort's dedup window (R28): the 32-byte key in a set and a queue.
+pub const DEDUP_ENTRY_BYTES: u64 = 96;
+
+/// The largest roster a cohort keeps: a 4096-byte payload holds 204 addresses, each kept in
+/// a list and a set, plus the latest ROSTER frame itself (counted in frame memory).
+pub const ROSTER_STATE_BYTES: u64 = 204 * 96;
+
+/// One cached verification key: the affine point, its address, LRU links, hash slot.
+pub const KEY_ENTRY_BYTES: u64 = 256;
+
+/// One entry of the peer ledger (blocklist entry and its expiry, strike record, per-peer
+/// counts).
+pub const PEER_ENTRY_BYTES: u64 = 192;
+
+/// One exported series line of a scrape, with its labels.
+pub const SERIES_LINE_BYTES: u64 = 192;
+
+/// Series lines a cohort with its own series exports (R40 and the other protocol counters,
+/// role gauges).
+pub const SERIES_LINES_PER_COHORT: u64 = 40;
+
+/// Series lines of a scrape besides per-cohort ones, per core (core families) and in total.
+pub const SERIES_LINES_PER_CORE: u64 = 200;
+
+/// The admin server's worst case: its connections' request heads and the largest responses
+/// (a `/cohortz` page) being written.
+pub const ADMIN_BYTES: u64 = 16 << 20;
+
+/// Log lines the non-blocking writer buffers at most, and their largest size.
+pub const LOG_BUFFER_BYTES: u64 = crate::lifecycle::LOG_BUFFERED_LINES_MAX as u64 * 1024;
+
+/// The default budget, in percent of the host's memory.
+pub const DEFAULT_BUDGET_PERCENT_OF_HOST: u64 = 50;
+
+/// One term of the worst case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Term {
+    /// What it bounds.
+    pub name: &'static str,
+    /// The config keys that size it.
+    pub keys: &'static str,
+    pub bytes: u64,
+}
+
+/// The worst case of a configuration on a number of cores.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryBudget {
+    pub terms: Vec<Term>,
+    pub total_bytes: u64,
+    /// The budget it must fit.
+    pub budget_bytes: u64,
+}
+
+impl MemoryBudget {
+    /// The worst case of `config` on `cores` cores with `verify_workers` verification
+    /// threads, against its budget (`limits.memory_bytes_max`, or the host default from
+    /// `host_memory_bytes`).
+    #[must_use]
+    pub fn of(
+        config: &BrokerConfig,
+        cores: usize,
+        verify_workers: usize,
+        host_memory_bytes: u64,
+    ) -> MemoryBudget {
+        let terms = terms(config, to_u64(cores), to_u64(verify_workers));
+        let total_bytes = terms
+            .iter()
+            .fold(0_u64, |sum, term| sum.saturating_add(term.bytes));
+        let budget_bytes = match config.limits.memory_bytes_max {
+            0 => default_budget(host_memory_bytes),
+            explicit => explicit,
+        };
+        MemoryBudget {
+            terms,
+            total_bytes,
+            budget_bytes,
+        }
+    }
+
+    /// Whether the worst case fits.
+    #[must_use]
+    pub fn fits(&self) -> bool {
+        self.total_bytes <= self.budget_bytes
+    }
+
+    /// The `count` largest terms, largest first.
+    #[must_use]
+    pub fn largest(&self, count: usize) -> Vec<&Term> {
+        let mut terms: Vec<&Term> = self.terms.iter().collect();
+        terms.sort_by_key(|term| std::cmp::Reverse(term.bytes));
+        terms.truncate(count);
+        terms
+    }
+
+    /// The refusal when the worst case does not fit: the totals and the largest terms.
+    #[must_use]
+    pub fn refusal(&self) -> String {
+        let largest: Vec<String> = self
+            .largest(3)
+            .iter()
+            .map(|term| format!("{} {} ({})", term.name, mib(term.bytes), term.keys))
+            .collect();
+        format!(
+            "the configured bounds need up to {} of memory but limits.memory_bytes_max allows {}; \
+             largest terms: {}. Lower those bounds or raise limits.memory_bytes_max",
+            mib(self.total_bytes),
+            mib(self.budget_bytes),
+            largest.join(", ")
+        )
+    }
+}
+
+impl fmt::Display for MemoryBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "worst case {} of {}",
+            mib(self.total_bytes),
+            mib(self.budget_bytes)
+        )
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+fn to_u64(value: usize) -> u64 {
+    u64::try_from(value).unwrap_or(u64::MAX)
+}
+
+/// Half the host's memory.
+#[must_use]
+pub fn default_budget(host_memory_bytes: u64) -> u64 {
+    host_memory_bytes / 100 * DEFAULT_BUDGET_PERCENT_OF_HOST
+}
+
+fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
+    let limits = &config.limits;
+    let server = &config.server;
+    let connections = to_u64(limits.connections_max);
+    let queue_slots = to_u64(limits.outbound_queue_frames_max)
+        * to_u64(crate::io::QUEUE_SLACK_FACTOR)
+        + to_u64(server.write_batch_frames_max);
+    let frames_in_flight = cores * to_u64(limits.frames_in_flight_per_core_max);
+    let frame_memory = to_u64(limits.frame_memory_bytes_max);
+    let idle_read = to_u64(crate::io::READ_BUFFER_IDLE_BYTES);
+    let cohorts = to_u64(limits.cohorts_max);
+    let cohort_bytes = COHORT_STATE_BYTES
+        + to_u64(limits.cursors_per_cohort_max) * CURSOR_ENTRY_BYTES
+        + to_u64(limits.dedup_window_entries) * DEDUP_ENTRY_BYTES
+        + ROSTER_STATE_BYTES;
+    // Home and owner lanes are preallocated; credits and results hold at most one entry
+    // each per frame in flight.
+    let lanes = cores * 2 * to_u64(server.inbox_messages_max) * MESSAGE_SLOT_BYTES
+        + 2 * frames_in_flight * MESSAGE_SLOT_BYTES;
+    // Owner overflow per core, plus at most one home message per reader and stream end.
+    let overflow = cores * to_u64(server.overflow_messages_max) * MESSAGE_SLOT_BYTES
+        + 2 * connections * MESSAGE_SLOT_BYTES;
+    let series_lines =
+        cores * SERIES_LINES_PER_CORE + to_u64(limits.cohort_series_max) * SERIES_LINES_PER_COHORT;
+    vec![
+        Term {
+            name: "process base",
+            keys: "fixed",
+            bytes: BASE_BYTES,
+        },
+        Term {
+            name: "connections",
+            keys: "limits.connections_max, limits.outbound_queue_frames_max, server.write_batch_frames_max",
+            bytes: connections
+                * (CONNECTION_STATE_BYTES + idle_read + queue_slots * FRAME_SLOT_BYTES),
+        },
+        Term {
+            name: "frame memory",
+            keys: "limits.frame_memory_bytes_max, limits.connections_max",
+            bytes: (frame_memory + connections * idle_read)
+                * (100 + FRAME_ALLOCATOR_OVERHEAD_PERCENT)
+                / 100,
+        },
+        Term {
+            name: "frames in flight",
+            keys: "limits.frames_in_flight_per_core_max, server.cores",
+            bytes: frames_in_flight * FRAME_IN_FLIGHT_BYTES,
+        },
+        Term {
+            name: "cross-core lanes",
+            keys: "server.inbox_messages_max, limits.frames_in_flight_per_core_max",
+            bytes: lanes,
+        },
+        Term {
+            name: "cross-core overflow",
+            keys: "server.overflow_messages_max, limits.connections_max",
+            bytes: overflow,
+        },
+        Term {
+            name: "cohorts",
+            keys: "limits.cohorts_max, limits.cursors_per_cohort_max, limits.dedup_window_entries",
+            bytes: cohorts * cohort_bytes,
+        },
+        Term {
+            name: "key caches",
+            keys: "verify.key_cache_keys_max, verify.workers",
+            bytes: workers.max(cores) * to_u64(config.verify.key_cache_keys_max) * KEY_ENTRY_BYTES,
+        },
+        Term {
+            name: "peer ledger",
+            keys: "limits.blocklist_entries_max, limits.connections_max",
+            bytes: (to_u64(limits.blocklist_entries_max) + connections) * PEER_ENTRY_BYTES,
+        },
+        Term {
+            name: "metric series",
+            keys: "limits.cohort_series_max",
+            bytes: series_lines * SERIES_LINE_BYTES,
+        },
+        Term {
+            name: "admin server",
+            keys: "fixed",
+            bytes: ADMIN_BYTES,
+        },
+        Term {
+            name: "log buffer",
+            keys: "fixed",
+            bytes: LOG_BUFFER_BYTES,
+        },
+    ]
+}
+
+/// The host's memory: physical memory, or the cgroup's limit when that is lower (a
+/// container or a systemd `MemoryMax=`).
+#[must_use]
+pub fn host_memory_bytes() -> u64 {
+    let physical = physical_memory_bytes();
+    match cgroup_memory_max_bytes() {
+        Some(limit) if limit < physical => limit,
+        _ => physical,
+    }
+}
+
+fn physical_memory_bytes() -> u64 {
+    // SAFETY: sysconf takes a valid name and has no other preconditions.
+    let (pages, page_bytes) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    u64::try_from(pages)
+        .unwrap_or(0)
+        .saturating_mul(u64::try_from(page_bytes).unwrap_or(0))
+}
+
+fn cgroup_memory_max_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/sys/fs/cgroup/memory.max").ok()?;
+    text.trim().parse().ok()
+}
+
+/// The process's resident memory now, from `/proc/self/statm`.
+#[must_use]
+pub fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let resident_pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: as above.
+    let page_bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(resident_pages.saturating_mul(u64::try_from(page_bytes).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MemoryBudget, default_budget};
+    use crate::config::BrokerConfig;
+
+    #[test]
+    fn the_defaults_fit_half_of_a_small_host_and_every_term_is_sized_by_keys() {
+        let config = BrokerConfig::default();
+        let budget = MemoryBudget::of(&config, 2, 2, 8 << 30);
+        assert_eq!(budget.budget_bytes, default_budget(8 << 30));
+        assert!(budget.fits(), "{budget}: {:?}", budget.largest(3));
+        assert!(budget.terms.iter().all(|term| term.bytes > 0));
+        let summed: u64 = budget.terms.iter().map(|term| term.bytes).sum();
+        assert_eq!(summed, budget.total_bytes);
+    }
+
+    #[test]
+    fn a_budget_too_small_is_refused_naming_the_largest_terms() {
+        let mut config = BrokerConfig::default();
+        config.limits.memory_bytes_max = 256 << 20;
+        config.limits.connections_max = 200_000;
+        let budget = MemoryBudget::of(&config, 2, 2, 64 << 30);
+        assert!(!budget.fits());
+        let message = budget.refusal();
+        assert!(
+            message.contains("limits.memory_bytes_max allows 256.0 MiB"),
+            "{message}"
+        );
+        assert!(message.contains("connections"), "{message}");
+        assert_eq!(budget.largest(1)[0].name, "connections");
+    }
+
+    #[test]
+    fn every_bound_moves_its_term() {
+        let base = BrokerConfig::default();
+        let before = MemoryBudget::of(&base, 2, 2, 64 << 30).total_bytes;
+        let mut bigger = base.clone();
+        bigger.limits.dedup_window_entries *= 2;
+        bigger.limits.frame_memory_bytes_max *= 2;
+        bigger.limits.cohort_series_max *= 2;
+        bigger.server.overflow_messages_max *= 2;
+        assert!(MemoryBudget::of(&bigger, 2, 2, 64 << 30).total_bytes > before);
+    }
+}

@@ -1,0 +1,525 @@
+//! What one core's carriers and its shard share: the table of its streams and the gates a
+//! carrier passes before it reads or hands a frame over.
+//!
+//! Owns: `CoreLink`: the ports of this core's streams, stream ids, admission at accept
+//! (draining, blocklist, `limits.connections_max`, the per-peer pre-Join cap), the read
+//! gates (the router's pause, frame memory, this core's frames in flight, the stream's read
+//! window), the Join and flush deadlines of this core's connections, the listeners a drain
+//! shuts, and the rate limit of log lines a peer can trigger.
+//! The carrier side (`admit`, `wait_read_room`, `hand_over`, `written`, `ended`,
+//! `frame_error`) is all a carrier may call: it sees ports, frames and credits, never the
+//! shard, the machine or another carrier. The shard side (`port`, `credit`,
+//! `expire_deadlines`, `start_drain`) is the shard's.
+//! Never does: decide a protocol question, or block: every wait is a future that a ring, a
+//! credit or a release wakes.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Poll, Waker};
+use std::time::Instant;
+
+use bps_proto::{Frame, FrameError};
+
+use super::Shared;
+use super::frame_memory::FrameMemory;
+use super::log_gate::LogGate;
+use super::port::{Life, Port, Transport, WriteReport};
+use super::router::{HomeMsg, Router};
+use crate::metrics::CoreMetrics;
+use crate::protocol::{ClosedBy, Millis, PeerId, StreamId};
+
+/// Why a connection was closed at accept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The broker is draining.
+    Draining,
+    /// The peer is blocklisted (R39).
+    Blocklisted,
+    /// `limits.connections_max` connections are open.
+    ConnectionsMax,
+    /// The peer holds `limits.prejoin_connections_per_peer_max` connections without a Join.
+    PrejoinMax,
+}
+
+/// Deadlines this core keeps for its own connections, in the order they fall due (each
+/// kind has one fixed duration, so appending keeps them sorted).
+#[derive(Debug, Default)]
+struct DeadlineQueue {
+    entries: VecDeque<(Millis, StreamId)>,
+}
+
+impl DeadlineQueue {
+    fn push(&mut self, at: Millis, stream: StreamId) {
+        self.entries.push_back((at, stream));
+    }
+
+    fn pop_due(&mut self, now: Millis) -> Option<StreamId> {
+        if self.entries.front().is_some_and(|(at, _)| *at <= now) {
+            return self.entries.pop_front().map(|(_, stream)| stream);
+        }
+        None
+    }
+
+    fn next(&self) -> Option<Millis> {
+        self.entries.front().map(|(at, _)| *at)
+    }
+}
+
+/// Deadlines of this core's connections handled in one turn at most, so that a burst of
+/// expiries is spread over turns.
+const DEADLINES_PER_TURN_MAX: usize = 1024;
+
+/// One core's streams and gates; see the module documentation.
+pub struct CoreLink {
+    pub core: usize,
+    pub shared: Arc<Shared>,
+    pub router: Router,
+    metrics: Arc<CoreMetrics>,
+    ports: RefCell<HashMap<StreamId, Rc<Port>>>,
+    next_stream: Cell<u64>,
+    /// Frames this core's readers handed over and the machine has not consumed yet (a frame
+    /// being verified stays consumed-not until its result is back, even when its stream
+    /// closed meanwhile, so verification jobs are bounded by this too).
+    in_flight: Cell<usize>,
+    in_flight_waiting: RefCell<Vec<Waker>>,
+    memory_waiting: RefCell<Vec<Waker>>,
+    join_deadlines: RefCell<DeadlineQueue>,
+    flush_deadlines: RefCell<DeadlineQueue>,
+    draining: Cell<bool>,
+    listeners: RefCell<Vec<RawFd>>,
+    log_gate: LogGate,
+}
+
+impl std::fmt::Debug for CoreLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoreLink")
+            .field("core", &self.core)
+            .field("ports", &self.ports.borrow().len())
+            .field("in_flight", &self.in_flight.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CoreLink {
+    pub fn new(core: usize, shared: Arc<Shared>) -> CoreLink {
+        let metrics = Arc::clone(&shared.metrics[core]);
+        CoreLink {
+            router: Router::new(
+                core,
+                Arc::clone(&shared.lanes),
+                Arc::clone(&metrics),
+                shared.settings.overflow_messages_max,
+            ),
+            log_gate: LogGate::new(shared.settings.log_peer_lines_per_s_max),
+            core,
+            shared,
+            metrics,
+            ports: RefCell::new(HashMap::new()),
+            next_stream: Cell::new(0),
+            in_flight: Cell::new(0),
+            in_flight_waiting: RefCell::new(Vec::new()),
+            memory_waiting: RefCell::new(Vec::new()),
+            join_deadlines: RefCell::new(DeadlineQueue::default()),
+            flush_deadlines: RefCell::new(DeadlineQueue::default()),
+            draining: Cell::new(false),
+            listeners: RefCell::new(Vec::new()),
+        }
+    }
+
+    pub fn metrics(&self) -> &CoreMetrics {
+        &self.metrics
+    }
+
+    pub fn settings(&self) -> &super::Settings {
+        &self.shared.settings
+    }
+
+    pub fn memory(&self) -> &Arc<FrameMemory> {
+        &self.shared.frame_memory
+    }
+
+    fn now(&self) -> Millis {
+        self.shared.now()
+    }
+
+    // ----- the carrier side -----
+
+    /// A listener this core accepts on; a drain shuts it.
+    pub fn register_listener(&self, fd: RawFd) {
+        self.listeners.borrow_mut().push(fd);
+    }
+
+    pub fn draining(&self) -> bool {
+        self.draining.get()
+    }
+
+    /// A new connection from `ip`: its port, or why it is refused.
+    pub fn admit(&self, ip: IpAddr, transport: Transport) -> Result<Rc<Port>, Refusal> {
+        let peer = PeerId::of(ip);
+        let refusal = self.admission(peer);
+        if let Err(refusal) = refusal {
+            self.metrics.refused(refusal);
+            return Err(refusal);
+        }
+        let stream = StreamId::new(self.core_byte(), self.next_stream.get());
+        self.next_stream.set(self.next_stream.get() + 1);
+        let settings = self.settings();
+        let port = Rc::new(Port::new(
+            stream,
+            peer,
+            transport,
+            settings.outbound_queue_frames_max,
+            settings.frames_in_flight_per_stream_max,
+        ));
+        self.ports.borrow_mut().insert(stream, Rc::clone(&port));
+        self.metrics.accepted(transport);
+        let deadline = self.now().plus_ms(settings.join_deadline_ms);
+        self.join_deadlines.borrow_mut().push(deadline, stream);
+        Ok(port)
+    }
+
+    fn admission(&self, peer: PeerId) -> Result<(), Refusal> {
+        if self.draining.get() {
+            return Err(Refusal::Draining);
+        }
+        let shared = &self.shared;
+        if shared.ledger.is_blocked(peer, self.now()) {
+            return Err(Refusal::Blocklisted);
+        }
+        let open = shared.connections.fetch_add(1, Ordering::Relaxed);
+        if open >= shared.settings.connections_max {
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return Err(Refusal::ConnectionsMax);
+        }
+        if !shared.ledger.try_enter_prejoin(peer) {
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return Err(Refusal::PrejoinMax);
+        }
+        Ok(())
+    }
+
+    fn core_byte(&self) -> u8 {
+        u8::try_from(self.core).expect("the broker runs at most 256 cores (a StreamId's core)")
+    }
+
+    /// Waits until this core may read more: its overflow towards other cores is empty and
+    /// frame memory has room (`FrameMemory`); both are backpressure, so the peer waits.
+    pub async fn wait_read_room(&self, port: &Port) {
+        let mut counted = false;
+        poll_fn(|cx| {
+            if !port.is_open() {
+                return Poll::Ready(());
+            }
+            if self.router.poll_reads_unpaused(cx).is_pending() {
+                if !std::mem::replace(&mut counted, true) {
+                    self.metrics.read_paused_overflow.inc();
+                }
+                return Poll::Pending;
+            }
+            if !self.memory().has_room() {
+                if !std::mem::replace(&mut counted, true) {
+                    self.metrics.read_paused_memory.inc();
+                }
+                self.memory().wait_for_room(self.core);
+                self.memory_waiting.borrow_mut().push(cx.waker().clone());
+                // A release between the check and the registration must not be missed.
+                if self.memory().has_room() {
+                    return Poll::Ready(());
+                }
+                return Poll::Pending;
+            }
+            Poll::Ready(())
+        })
+        .await;
+    }
+
+    /// Gives one frame to the home core: a stream's first frame is its Join; later ones wait
+    /// for a read-window credit and for room among this core's frames in flight. `false`
+    /// when the stream closed meanwhile.
+    pub async fn hand_over(&self, port: &Port, frame: Frame) -> bool {
+        self.metrics.frame_in(port.transport);
+        let Some(home) = port.home() else {
+            let home = self.home_of_join(&frame);
+            port.set_home(home);
+            self.release_prejoin(port);
+            self.router.to_home(
+                home,
+                HomeMsg::Join {
+                    stream: port.id,
+                    peer: port.peer,
+                    frame,
+                },
+            );
+            return true;
+        };
+        if !self.wait_credit(port).await {
+            return false;
+        }
+        self.in_flight.set(self.in_flight.get() + 1);
+        self.router.to_home(
+            home,
+            HomeMsg::Frame {
+                stream: port.id,
+                frame,
+                read_at: Instant::now(),
+            },
+        );
+        true
+    }
+
+    async fn wait_credit(&self, port: &Port) -> bool {
+        loop {
+            if !port.is_open() {
+                return false;
+            }
+            if port.credits() == 0 {
+                self.metrics.read_paused.inc();
+                port.read_changed().await;
+                continue;
+            }
+            if !self.core_has_room() {
+                self.metrics.read_paused_core.inc();
+                poll_fn(|cx| {
+                    if self.core_has_room() || !port.is_open() {
+                        return Poll::Ready(());
+                    }
+                    self.in_flight_waiting.borrow_mut().push(cx.waker().clone());
+                    Poll::Pending
+                })
+                .await;
+                continue;
+            }
+            return port.take_credit();
+        }
+    }
+
+    /// Whether this core may take one more frame in flight.
+    fn core_has_room(&self) -> bool {
+        self.in_flight.get() < self.settings().frames_in_flight_per_core_max
+    }
+
+    /// Waits until the home core has finished every frame handed over (or closed the
+    /// stream): what a peer sent before closing its side still counts.
+    pub async fn wait_consumed(&self, port: &Port) {
+        let window = self.settings().frames_in_flight_per_stream_max;
+        while port.is_open() && port.home().is_some() && port.credits() < window {
+            port.read_changed().await;
+        }
+    }
+
+    /// The home core of the cohort a Join names (its canonical key's hash), or this core for
+    /// a Join that does not validate (its own machine answers REJECTED).
+    fn home_of_join(&self, frame: &Frame) -> usize {
+        let cores = self.shared.lanes.len();
+        if cores == 1 {
+            return 0;
+        }
+        let Ok(join) = bps_proto::decode_join(frame.body()) else {
+            return self.core;
+        };
+        match bps_proto::validate_join(&join) {
+            Ok(valid) => {
+                let mut hasher = std::hash::DefaultHasher::new();
+                valid.key.as_bytes().hash(&mut hasher);
+                (hasher.finish() % cores as u64) as usize
+            }
+            Err(_) => self.core,
+        }
+    }
+
+    /// A write completed and `frames` frames of `bytes` bytes are on the wire.
+    pub fn written(&self, port: &Port, frames: u64, bytes: u64) {
+        self.metrics.frames_out(port.transport, frames, bytes);
+        let WriteReport { notices, sample_us } = port.written(frames);
+        if let Some(sample_us) = sample_us {
+            self.metrics.accept_to_write_us.record(sample_us);
+        }
+        if let Some(home) = port.home() {
+            for notice in notices {
+                self.router.to_home(
+                    home,
+                    HomeMsg::Written {
+                        stream: port.id,
+                        notice,
+                    },
+                );
+            }
+        }
+    }
+
+    /// A frame could not be split off: the stream ends (no blocklist for a framing fault).
+    pub fn frame_error(&self, port: &Port, error: &FrameError) {
+        self.metrics.frame_errors.inc();
+        if self.log_gate.allow(Instant::now()) {
+            tracing::debug!(stream = %port.id, peer = %port.peer, %error, "bad frame");
+        } else {
+            self.metrics.log_lines_suppressed.inc();
+        }
+    }
+
+    /// The carrier is done with the stream: both directions ended and the socket closed.
+    pub fn ended(&self, port: &Port, cause: ClosedBy) {
+        self.ports.borrow_mut().remove(&port.id);
+        self.release_prejoin(port);
+        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.closed(port.transport);
+        if port.end_unreported()
+            && let Some(home) = port.home()
+        {
+            port.mark_reported();
+            self.router.to_home(
+                home,
+                HomeMsg::Closed {
+                    stream: port.id,
+                    cause,
+                },
+            );
+        }
+        if self.draining.get() && self.ports.borrow().is_empty() {
+            self.router.inbound().doorbell.ring();
+        }
+    }
+
+    fn release_prejoin(&self, port: &Port) {
+        if port.leave_prejoin() {
+            self.shared.ledger.leave_prejoin(port.peer);
+        }
+    }
+
+    /// Whether a peer-triggered log line may be written now (counted when it may not).
+    pub fn may_log(&self) -> bool {
+        let allowed = self.log_gate.allow(Instant::now());
+        if !allowed {
+            self.metrics.log_lines_suppressed.inc();
+        }
+        allowed
+    }
+
+    // ----- the shard side -----
+
+    /// The port of one of this core's streams, if it is still open.
+    pub fn port(&self, stream: StreamId) -> Option<Rc<Port>> {
+        self.ports.borrow().get(&stream).cloned()
+    }
+
+    /// Ports open on this core.
+    pub fn ports_open(&self) -> usize {
+        self.ports.borrow().len()
+    }
+
+    /// Frames read here and not yet consumed.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.get()
+    }
+
+    fn wake_core_waiter(&self) {
+        if let Some(waker) = self.in_flight_waiting.borrow_mut().pop() {
+            waker.wake();
+        }
+    }
+
+    /// The machine consumed one frame of this core's stream `stream` (R: exactly one per
+    /// frame handed over; the stream may be gone by now).
+    pub fn credit(&self, stream: StreamId) {
+        let in_flight = self.in_flight.get();
+        assert!(in_flight > 0, "a credit for a frame never handed over");
+        self.in_flight.set(in_flight - 1);
+        if let Some(port) = self.port(stream) {
+            port.credit();
+        }
+        self.wake_core_waiter();
+    }
+
+    /// Wakes readers that wait for frame memory, once there is room.
+    pub fn wake_memory_waiters(&self) {
+        if self.memory().has_room() {
+            for waker in self.memory_waiting.borrow_mut().drain(..) {
+                waker.wake();
+            }
+        }
+    }
+
+    /// A stream the home core closes gracefully: it flushes, within the flush deadline.
+    pub fn flush(&self, port: &Port) {
+        if port.is_open() {
+            port.flush_and_close();
+            let deadline = self.now().plus_ms(self.shared.flush_deadline_ms());
+            self.flush_deadlines.borrow_mut().push(deadline, port.id);
+        }
+    }
+
+    /// Resets connections that sent no Join in time (their misses count towards the
+    /// blocklist) and flushing streams past their flush deadline; at most
+    /// `DEADLINES_PER_TURN_MAX` of them. Returns whether more are due.
+    pub fn expire_deadlines(&self, now: Millis) -> bool {
+        let mut handled = 0;
+        while handled < DEADLINES_PER_TURN_MAX {
+            let Some(stream) = self.join_deadlines.borrow_mut().pop_due(now) else {
+                break;
+            };
+            handled += 1;
+            if let Some(port) = self.port(stream)
+                && port.home().is_none()
+                && port.is_open()
+            {
+                self.metrics.join_timeouts.inc();
+                port.reset();
+                if let Some(until) = self.shared.ledger.note_join_timeout(port.peer, now)
+                    && self.may_log()
+                {
+                    tracing::info!(peer = %port.peer, until_ms = until.as_ms(), "peer blocklisted for missed Join deadlines");
+                }
+            }
+        }
+        while handled < DEADLINES_PER_TURN_MAX {
+            let Some(stream) = self.flush_deadlines.borrow_mut().pop_due(now) else {
+                break;
+            };
+            handled += 1;
+            if let Some(port) = self.port(stream)
+                && port.life() == Life::Flushing
+            {
+                self.metrics.flush_timeouts.inc();
+                port.reset();
+            }
+        }
+        handled == DEADLINES_PER_TURN_MAX
+    }
+
+    /// The earliest deadline of this core's connections.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        let join = self.join_deadlines.borrow().next();
+        let flush = self.flush_deadlines.borrow().next();
+        match (join, flush) {
+            (Some(join), Some(flush)) => Some(join.min(flush)),
+            (join, flush) => join.or(flush),
+        }
+    }
+
+    /// Stops accepting and closes every stream cleanly (each within the flush deadline).
+    pub fn start_drain(&self) {
+        if self.draining.replace(true) {
+            return;
+        }
+        for fd in self.listeners.borrow().iter() {
+            // Wakes the pending accept with an error; the accept loop sees `draining`.
+            // SAFETY: a listener's fd stays open until its accept loop returns, which it
+            // does only after seeing `draining`.
+            unsafe {
+                libc::shutdown(*fd, libc::SHUT_RDWR);
+            }
+        }
+        let ports: Vec<Rc<Port>> = self.ports.borrow().values().cloned().collect();
+        for port in ports {
+            self.flush(&port);
+        }
+        self.router.inbound().doorbell.ring();
+    }
+}

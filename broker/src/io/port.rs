@@ -1,0 +1,405 @@
+//! One stream's side of the carrier boundary: what its carrier (the TCP connection, a
+//! WebSocket session) and its core share about it.
+//!
+//! Owns: `Port`: the stream's id, peer and transport, its home core once the Join went
+//! there, its life (open, flushing, resetting), its outbound queue (R26) with the write
+//! notices and latency samples keyed by frame sequence, its read window (credits), and the
+//! wakers of the carrier's reader and writer. A carrier reads frames and hands them to its
+//! core, and writes what the port queues; the core queues, credits and closes. Neither side
+//! ever touches the other's objects: this is the whole interface.
+//! Never does: I/O (the carrier does), or decide anything about the protocol.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::notify::LocalNotify;
+use super::outbound::{OutboundQueue, QueueFull, Queued};
+use crate::protocol::{PeerId, StreamId, WriteNotice};
+
+/// What a stream's bytes travel on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// The native transport: one stream per TCP connection (BPS.md section 2).
+    Tcp,
+    /// A WebSocket session (BPS.md section 9).
+    WebSocket,
+}
+
+impl Transport {
+    /// Every transport, in export order.
+    pub const ALL: [Transport; 2] = [Transport::Tcp, Transport::WebSocket];
+
+    /// The exported name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::WebSocket => "websocket",
+        }
+    }
+}
+
+/// Where a stream is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Life {
+    Open,
+    /// Write what is queued, then close (an Ack refusal, EOS, a drain), within the flush
+    /// deadline.
+    Flushing,
+    /// Close now, dropping what is queued (a TCP reset).
+    Resetting,
+}
+
+/// One stream, as its carrier and its core see it.
+pub struct Port {
+    pub id: StreamId,
+    pub peer: PeerId,
+    pub transport: Transport,
+    home: Cell<Option<usize>>,
+    life: Cell<Life>,
+    /// Whether the home core already knows the stream ended (it decided the close, or the
+    /// end was reported), so the end needs no report.
+    home_knows: Cell<bool>,
+    /// Whether the stream holds a pre-Join slot in the peer ledger.
+    prejoin: Cell<bool>,
+    out: RefCell<OutboundQueue>,
+    /// Frames queued since the start; notices and latency samples are keyed by this count.
+    queued_total: Cell<u64>,
+    written_total: Cell<u64>,
+    notices: RefCell<VecDeque<(u64, WriteNotice)>>,
+    /// One read-to-write sample in flight at a time keeps the cost per frame at a compare.
+    sample: Cell<Option<(u64, Instant)>>,
+    write_wake: LocalNotify,
+    read_wake: LocalNotify,
+    /// Frames the reader may still hand to the home core before it must wait.
+    credits: Cell<usize>,
+    /// How the carrier stops its operations in flight when the stream starts to flush (stop
+    /// reading) or resets (stop everything), set when the carrier starts.
+    on_close: RefCell<Option<CloseHook>>,
+}
+
+impl fmt::Debug for Port {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Port")
+            .field("id", &self.id)
+            .field("peer", &self.peer)
+            .field("transport", &self.transport)
+            .field("home", &self.home.get())
+            .field("life", &self.life.get())
+            .field("queued", &self.out.borrow().len())
+            .field("credits", &self.credits.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a carrier does when its stream starts to flush or resets.
+pub type CloseHook = Box<dyn Fn(Life)>;
+
+/// Frames written by one completed write, with what they settle.
+#[derive(Debug, Default)]
+pub struct WriteReport {
+    /// Notices whose frames are now on the wire, in order.
+    pub notices: Vec<WriteNotice>,
+    /// The read-to-write time of the sampled frame, when this write carried it.
+    pub sample_us: Option<u64>,
+}
+
+impl Port {
+    /// A new open stream with a read window of `credits` frames and an R26 bound of
+    /// `queue_frames_max`.
+    pub fn new(
+        id: StreamId,
+        peer: PeerId,
+        transport: Transport,
+        queue_frames_max: usize,
+        credits: usize,
+    ) -> Self {
+        Port {
+            id,
+            peer,
+            transport,
+            home: Cell::new(None),
+            life: Cell::new(Life::Open),
+            home_knows: Cell::new(false),
+            prejoin: Cell::new(true),
+            out: RefCell::new(OutboundQueue::new(queue_frames_max)),
+            queued_total: Cell::new(0),
+            written_total: Cell::new(0),
+            notices: RefCell::new(VecDeque::new()),
+            sample: Cell::new(None),
+            write_wake: LocalNotify::default(),
+            read_wake: LocalNotify::default(),
+            credits: Cell::new(credits),
+            on_close: RefCell::new(None),
+        }
+    }
+
+    // ----- both sides -----
+
+    /// The core whose machine owns this stream's cohort, once its Join went there.
+    pub fn home(&self) -> Option<usize> {
+        self.home.get()
+    }
+
+    pub fn set_home(&self, core: usize) {
+        assert!(
+            self.home.replace(Some(core)).is_none(),
+            "a stream joins once"
+        );
+    }
+
+    pub fn life(&self) -> Life {
+        self.life.get()
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.life.get() == Life::Open
+    }
+
+    /// Whether the home core must still be told that the stream ended.
+    pub fn end_unreported(&self) -> bool {
+        self.home.get().is_some() && !self.home_knows.get()
+    }
+
+    /// The home core knows the stream ended.
+    pub fn mark_reported(&self) {
+        self.home_knows.set(true);
+    }
+
+    /// Takes the stream's pre-Join slot (true once: the caller gives it back to the ledger).
+    pub fn leave_prejoin(&self) -> bool {
+        self.prejoin.replace(false)
+    }
+
+    // ----- the core's side -----
+
+    /// Queues one frame (R26; nothing is queued for a stream that is closing).
+    pub fn enqueue(
+        &self,
+        frame: Bytes,
+        notice: Option<WriteNotice>,
+        read_at: Option<Instant>,
+    ) -> Result<Queued, QueueFull> {
+        if !self.is_open() {
+            return Ok(Queued::Within);
+        }
+        let placed = self.out.borrow_mut().push(frame)?;
+        let sequence = self.queued_total.get() + 1;
+        self.queued_total.set(sequence);
+        if let Some(notice) = notice {
+            self.notices.borrow_mut().push_back((sequence, notice));
+        }
+        if let Some(at) = read_at
+            && self.sample.get().is_none()
+        {
+            self.sample.set(Some((sequence, at)));
+        }
+        self.write_wake.notify();
+        Ok(placed)
+    }
+
+    /// The home core finished one of this stream's frames.
+    pub fn credit(&self) {
+        self.credits.set(self.credits.get() + 1);
+        self.read_wake.notify();
+    }
+
+    /// Stops reading and writes what is queued, then closes (the flush deadline is the
+    /// core's).
+    pub fn flush_and_close(&self) {
+        if self.life.get() != Life::Open {
+            return;
+        }
+        self.life.set(Life::Flushing);
+        self.read_wake.notify();
+        self.write_wake.notify();
+        self.tell_carrier(Life::Flushing);
+    }
+
+    /// Drops what is queued and closes with a reset.
+    pub fn reset(&self) {
+        if self.life.get() == Life::Resetting {
+            return;
+        }
+        self.life.set(Life::Resetting);
+        self.out.borrow_mut().clear();
+        self.read_wake.notify();
+        self.write_wake.notify();
+        self.tell_carrier(Life::Resetting);
+    }
+
+    /// Frames queued, for gauges.
+    pub fn queued(&self) -> usize {
+        self.out.borrow().len()
+    }
+
+    // ----- the carrier's side -----
+
+    /// How the carrier stops its I/O in flight when the stream flushes or resets.
+    pub fn set_on_close(&self, on_close: CloseHook) {
+        *self.on_close.borrow_mut() = Some(on_close);
+    }
+
+    /// The carrier's I/O is over: closing the stream needs nothing from it any more.
+    pub fn clear_on_close(&self) {
+        self.on_close.borrow_mut().take();
+    }
+
+    /// Hands up to `frames_max` queued frames to `sink`, oldest first; returns how many.
+    pub fn take_batch(&self, frames_max: usize, sink: impl FnMut(Bytes)) -> usize {
+        self.out.borrow_mut().drain_into(frames_max, sink)
+    }
+
+    /// A write of `frames` frames completed (`partial`: the kernel took less than offered,
+    /// and the rest is being written still, see `OutboundQueue::wrote`).
+    pub fn wrote(&self, partial: bool) {
+        self.out.borrow_mut().wrote(partial);
+    }
+
+    /// `frames` more frames are entirely on the wire: the notices and the sample they settle.
+    pub fn written(&self, frames: u64) -> WriteReport {
+        let written = self.written_total.get() + frames;
+        self.written_total.set(written);
+        let mut report = WriteReport::default();
+        if let Some((sequence, at)) = self.sample.get()
+            && sequence <= written
+        {
+            report.sample_us = Some(micros_since(at));
+            self.sample.set(None);
+        }
+        let mut notices = self.notices.borrow_mut();
+        while notices
+            .front()
+            .is_some_and(|(sequence, _)| *sequence <= written)
+        {
+            if let Some((_, notice)) = notices.pop_front() {
+                report.notices.push(notice);
+            }
+        }
+        report
+    }
+
+    /// Takes one read-window credit; false when none is left.
+    pub fn take_credit(&self) -> bool {
+        let credits = self.credits.get();
+        if credits == 0 {
+            return false;
+        }
+        self.credits.set(credits - 1);
+        true
+    }
+
+    /// Credits left.
+    pub fn credits(&self) -> usize {
+        self.credits.get()
+    }
+
+    /// Completes at the next credit or close.
+    pub async fn read_changed(&self) {
+        self.read_wake.notified().await;
+    }
+
+    /// Completes at the next queued frame or close.
+    pub async fn write_changed(&self) {
+        self.write_wake.notified().await;
+    }
+
+    fn tell_carrier(&self, life: Life) {
+        if let Some(on_close) = self.on_close.borrow().as_ref() {
+            on_close(life);
+        }
+    }
+}
+
+fn micros_since(at: Instant) -> u64 {
+    u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::rc::Rc;
+
+    use bytes::Bytes;
+
+    use super::{Life, Port, Transport};
+    use crate::io::outbound::{QueueFull, Queued};
+    use crate::protocol::{PeerId, StreamId};
+
+    fn port() -> Port {
+        Port::new(
+            StreamId::new(0, 1),
+            PeerId::of(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            Transport::Tcp,
+            2,
+            1,
+        )
+    }
+
+    #[test]
+    fn a_closing_port_takes_nothing_and_tells_its_carrier() {
+        let port = port();
+        let told = Rc::new(Cell::new(None));
+        let seen = Rc::clone(&told);
+        port.set_on_close(Box::new(move |life| seen.set(Some(life))));
+        port.enqueue(Bytes::from_static(b"a"), None, None)
+            .expect("room");
+        port.flush_and_close();
+        assert_eq!(port.life(), Life::Flushing);
+        assert_eq!(told.get(), Some(Life::Flushing));
+        assert_eq!(
+            port.enqueue(Bytes::from_static(b"b"), None, None),
+            Ok(Queued::Within)
+        );
+        assert_eq!(port.queued(), 1);
+        port.reset();
+        assert_eq!(told.get(), Some(Life::Resetting));
+        assert_eq!(port.queued(), 0);
+    }
+
+    #[test]
+    fn notices_and_samples_settle_when_their_frame_is_written() {
+        let port = port();
+        let notice = crate::protocol::WriteNotice(3);
+        port.enqueue(
+            Bytes::from_static(b"a"),
+            None,
+            Some(std::time::Instant::now()),
+        )
+        .expect("room");
+        port.enqueue(Bytes::from_static(b"b"), Some(notice), None)
+            .expect("room");
+        let first = port.written(1);
+        assert!(first.sample_us.is_some());
+        assert!(first.notices.is_empty());
+        let second = port.written(1);
+        assert_eq!(second.notices, vec![notice]);
+        assert!(second.sample_us.is_none());
+    }
+
+    #[test]
+    fn the_kernel_refusing_bytes_makes_a_full_queue_a_slow_consumer() {
+        let port = port();
+        port.enqueue(Bytes::from_static(b"a"), None, None)
+            .expect("room");
+        port.enqueue(Bytes::from_static(b"b"), None, None)
+            .expect("room");
+        assert_eq!(
+            port.enqueue(Bytes::from_static(b"c"), None, None),
+            Ok(Queued::InSlack)
+        );
+        port.wrote(true);
+        assert_eq!(
+            port.enqueue(Bytes::from_static(b"d"), None, None),
+            Err(QueueFull::SlowConsumer { frames_max: 2 })
+        );
+        assert!(port.take_credit());
+        assert!(!port.take_credit());
+        port.credit();
+        assert_eq!(port.credits(), 1);
+    }
+}

@@ -1,0 +1,458 @@
+//! Cross-core routing: the messages cores exchange, the bounded lanes they travel in, the
+//! overflow a sender keeps per destination, and the pausing and waking that keep every one of
+//! them bounded.
+//!
+//! Owns: `HomeMsg` (stream to machine: Join, Frame, Closed, Written, towards a cohort's home
+//! core), `OwnerMsg` (machine to stream: Send, Deliver, Close, towards the core that owns the
+//! connection), `CoreLanes` (one core's inbound lanes: home, owner, credits, verification
+//! results, and its doorbell) and `Router` (one core's sending side: lanes to every core, an
+//! overflow per destination and direction, and the local queue for messages to itself).
+//!
+//! Why two directions: a Join, a Credit or a Close must not wait behind a turn's worth of
+//! deliveries, and order only matters within a direction (a stream's Join before its frames
+//! before its end; an Ack before the deliveries and the Close that follow it). Credits need
+//! no order at all and travel in a lane of their own; so do verification results.
+//!
+//! Bounds, and what happens at each:
+//! - A full home or owner lane hands the message back; it waits in the sender's overflow
+//!   for that destination, in order (later messages to that destination join it), and the
+//!   destination rings the sender when it has taken messages, so nothing waits on a timer.
+//! - While any home-direction overflow is non-empty, this core's readers pause (they are
+//!   the only producers of home messages besides a few per stream end), so TCP pushes back.
+//! - While its owner-direction overflows hold `owner_overflow_messages_max` messages in
+//!   all, the core stops taking work that produces owner messages (Joins, frames,
+//!   verification results), so backpressure is transitive: its own lanes fill, and its
+//!   senders pause. (One step of work may add a bounded burst beyond it: the Closes of one
+//!   reclaimed cohort, the deliveries of one publication, one per core.)
+//!   Owner lanes are consumed unconditionally, and consuming them produces only a few home
+//!   messages per stream (a queue reset, a write notice), so two cores waiting on each other
+//!   always make progress.
+//! - Credits and verification results travel in unbounded segment queues that allocate only
+//!   what they hold: there is one credit and at most one result per frame in flight, so
+//!   together they never hold more than the broker's frames in flight (every core's
+//!   `frames_in_flight_per_core_max`), and a push never fails. (A preallocated lane per
+//!   core would cost cores x frames in flight slots for each core.)
+//!
+//! Invariants of the I/O layer (checked here, in `link`, and by the simulation in
+//! `bps_core::sim`):
+//! - **Exactly one `Consumed` per credited frame.** A reader hands a frame over only with a
+//!   credit; the machine answers every frame it is fed with exactly one `Consumed` (at once,
+//!   after verification, or when the stream closes), which comes back here as one credit.
+//! - **The RefCell borrow rule.** A core's state lives in `RefCell`s on its runtime thread.
+//!   No borrow is held across an `.await`, nor across a call that can reach another
+//!   `RefCell` of the same object (a port's close hook, the machine): borrow, copy or clone
+//!   out what is needed, drop the borrow, then act. A double borrow is a panic, which ends
+//!   the process (crash means crash).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bps_proto::Frame;
+use bps_verify::pool::Done;
+use bytes::Bytes;
+use crossbeam::queue::SegQueue;
+
+use super::lane::{Doorbell, Lane};
+use crate::metrics::CoreMetrics;
+use crate::protocol::{CloseReason, ClosedBy, PeerId, StreamId, Targets, Ticket, WriteNotice};
+
+/// A verification result on its way back to the core that asked for it.
+pub type VerifyDone = Done<(usize, Ticket)>;
+
+/// To the home core of a stream's cohort: what the stream did.
+#[derive(Debug)]
+pub enum HomeMsg {
+    /// The stream's first frame.
+    Join {
+        stream: StreamId,
+        peer: PeerId,
+        frame: Frame,
+    },
+    /// A later frame, with when it was read.
+    Frame {
+        stream: StreamId,
+        frame: Frame,
+        read_at: Instant,
+    },
+    /// The stream ended for a reason the machine did not decide.
+    Closed { stream: StreamId, cause: ClosedBy },
+    /// A frame sent with a notice is on the wire.
+    Written {
+        stream: StreamId,
+        notice: WriteNotice,
+    },
+}
+
+/// To the core that owns a stream's connection: what the machine decided for it.
+#[derive(Debug)]
+pub enum OwnerMsg {
+    /// Queue one frame on one stream.
+    Send {
+        stream: StreamId,
+        frame: Bytes,
+        notice: Option<WriteNotice>,
+    },
+    /// Queue one frame on `targets.all[from..to]` (all of them this core's), except the
+    /// excluded ones.
+    Deliver {
+        frame: Bytes,
+        targets: Targets,
+        from: usize,
+        to: usize,
+        read_at: Option<Instant>,
+    },
+    /// End the stream.
+    Close {
+        stream: StreamId,
+        reason: CloseReason,
+    },
+}
+
+/// One core's inbound lanes, shared by every thread that sends to it.
+#[derive(Debug)]
+pub struct CoreLanes {
+    pub doorbell: Arc<Doorbell>,
+    pub home: Lane<HomeMsg>,
+    pub owner: Lane<OwnerMsg>,
+    credits: SegQueue<StreamId>,
+    verified: SegQueue<VerifyDone>,
+    /// Senders (by core) whose overflow towards this core waits for room.
+    space_wanted: Box<[AtomicBool]>,
+}
+
+impl CoreLanes {
+    /// The lanes of one core of `cores`: home and owner lanes of `messages_max` each.
+    pub fn new(cores: usize, messages_max: usize) -> CoreLanes {
+        let doorbell = Arc::new(Doorbell::default());
+        CoreLanes {
+            home: Lane::new(messages_max, Arc::clone(&doorbell)),
+            owner: Lane::new(messages_max, Arc::clone(&doorbell)),
+            credits: SegQueue::new(),
+            verified: SegQueue::new(),
+            space_wanted: (0..cores).map(|_| AtomicBool::new(false)).collect(),
+            doorbell,
+        }
+    }
+
+    /// A verification result for this core (from a pool worker).
+    pub fn push_result(&self, done: VerifyDone) {
+        self.verified.push(done);
+        self.doorbell.ring();
+    }
+
+    /// The next verification result.
+    pub fn pop_result(&self) -> Option<VerifyDone> {
+        self.verified.pop()
+    }
+
+    /// The next credit for one of this core's streams.
+    pub fn pop_credit(&self) -> Option<StreamId> {
+        self.credits.pop()
+    }
+
+    /// Whether credits or results wait.
+    pub fn has_credits_or_results(&self) -> (bool, bool) {
+        (!self.credits.is_empty(), !self.verified.is_empty())
+    }
+
+    /// Messages waiting in the home and owner lanes.
+    pub fn depth(&self) -> usize {
+        self.home.len() + self.owner.len()
+    }
+
+    /// Rings every sender that waits for room here (after this core took messages).
+    pub fn ring_waiting_senders(&self, all: &[CoreLanes]) {
+        for (sender, wanted) in self.space_wanted.iter().enumerate() {
+            if wanted.swap(false, Ordering::AcqRel) {
+                all[sender].doorbell.ring();
+            }
+        }
+    }
+}
+
+/// One core's sending side.
+#[derive(Debug)]
+pub struct Router {
+    core: usize,
+    lanes: Arc<[CoreLanes]>,
+    metrics: Arc<CoreMetrics>,
+    /// Home messages to this core itself, in order.
+    local_home: RefCell<VecDeque<HomeMsg>>,
+    overflow_home: RefCell<Vec<VecDeque<HomeMsg>>>,
+    overflow_owner: RefCell<Vec<VecDeque<OwnerMsg>>>,
+    /// Messages waiting in all overflows, and in the owner-direction ones.
+    overflowed: Cell<usize>,
+    owner_overflowed: Cell<usize>,
+    owner_overflow_messages_max: usize,
+    readers_waiting: RefCell<Vec<Waker>>,
+}
+
+impl Router {
+    pub fn new(
+        core: usize,
+        lanes: Arc<[CoreLanes]>,
+        metrics: Arc<CoreMetrics>,
+        owner_overflow_messages_max: usize,
+    ) -> Router {
+        let cores = lanes.len();
+        Router {
+            core,
+            lanes,
+            metrics,
+            local_home: RefCell::new(VecDeque::new()),
+            overflow_home: RefCell::new((0..cores).map(|_| VecDeque::new()).collect()),
+            overflow_owner: RefCell::new((0..cores).map(|_| VecDeque::new()).collect()),
+            overflowed: Cell::new(0),
+            owner_overflowed: Cell::new(0),
+            owner_overflow_messages_max,
+            readers_waiting: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Every core's lanes.
+    pub fn lanes(&self) -> &[CoreLanes] {
+        &self.lanes
+    }
+
+    /// This core's own lanes.
+    pub fn inbound(&self) -> &CoreLanes {
+        &self.lanes[self.core]
+    }
+
+    /// Sends towards a home core (this one included).
+    pub fn to_home(&self, core: usize, msg: HomeMsg) {
+        if core == self.core {
+            self.local_home.borrow_mut().push_back(msg);
+            self.inbound().doorbell.ring();
+            return;
+        }
+        let mut overflow = self.overflow_home.borrow_mut();
+        let queue = &mut overflow[core];
+        let msg = if queue.is_empty() {
+            match self.lanes[core].home.push(msg) {
+                Ok(()) => return,
+                Err(msg) => msg,
+            }
+        } else {
+            msg
+        };
+        self.metrics.inbox_full.inc();
+        queue.push_back(msg);
+        self.overflowed.set(self.overflowed.get() + 1);
+        self.want_space(core);
+    }
+
+    /// Sends towards another core that owns a stream (messages to this core's own streams
+    /// are executed where they are decided, never routed).
+    pub fn to_owner(&self, core: usize, msg: OwnerMsg) {
+        assert_ne!(core, self.core, "a core executes its own streams' actions");
+        let mut overflow = self.overflow_owner.borrow_mut();
+        let queue = &mut overflow[core];
+        let msg = if queue.is_empty() {
+            match self.lanes[core].owner.push(msg) {
+                Ok(()) => return,
+                Err(msg) => msg,
+            }
+        } else {
+            msg
+        };
+        self.metrics.inbox_full.inc();
+        queue.push_back(msg);
+        self.overflowed.set(self.overflowed.get() + 1);
+        self.owner_overflowed.set(self.owner_overflowed.get() + 1);
+        self.want_space(core);
+    }
+
+    /// One read-window credit for a stream of another core.
+    pub fn credit(&self, core: usize, stream: StreamId) {
+        assert_ne!(core, self.core, "a core credits its own streams directly");
+        self.lanes[core].credits.push(stream);
+        self.lanes[core].doorbell.ring();
+    }
+
+    /// The next home message for this core: its own first, then the lane's.
+    pub fn pop_home(&self) -> Option<HomeMsg> {
+        let local = self.local_home.borrow_mut().pop_front();
+        local.or_else(|| self.inbound().home.pop())
+    }
+
+    /// Whether home messages wait for this core.
+    pub fn has_home(&self) -> bool {
+        !self.local_home.borrow().is_empty() || !self.inbound().home.is_empty()
+    }
+
+    /// Moves overflowed messages into their lanes, in order, as far as there is room.
+    pub fn retry_overflow(&self) {
+        if self.overflowed.get() == 0 {
+            return;
+        }
+        let mut moved = 0;
+        {
+            let mut overflow = self.overflow_home.borrow_mut();
+            for (core, queue) in overflow.iter_mut().enumerate() {
+                moved += drain_into(queue, |msg| self.lanes[core].home.push(msg));
+                if !queue.is_empty() {
+                    self.want_space(core);
+                }
+            }
+        }
+        let mut owner_moved = 0;
+        {
+            let mut overflow = self.overflow_owner.borrow_mut();
+            for (core, queue) in overflow.iter_mut().enumerate() {
+                owner_moved += drain_into(queue, |msg| self.lanes[core].owner.push(msg));
+                if !queue.is_empty() {
+                    self.want_space(core);
+                }
+            }
+        }
+        self.overflowed
+            .set(self.overflowed.get() - moved - owner_moved);
+        self.owner_overflowed
+            .set(self.owner_overflowed.get() - owner_moved);
+        if !self.reads_paused() {
+            for waker in self.readers_waiting.borrow_mut().drain(..) {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Messages waiting in this core's overflows.
+    pub fn overflowed(&self) -> usize {
+        self.overflowed.get()
+    }
+
+    /// Whether readers must wait: some home-direction overflow is non-empty.
+    pub fn reads_paused(&self) -> bool {
+        self.overflowed.get() > 0 && self.overflow_home.borrow().iter().any(|q| !q.is_empty())
+    }
+
+    /// Whether the core must not take work that produces owner messages.
+    pub fn work_paused(&self) -> bool {
+        self.owner_overflowed.get() >= self.owner_overflow_messages_max
+    }
+
+    /// `Ready` while reads are not paused; registers the reader's waker otherwise.
+    pub fn poll_reads_unpaused(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.reads_paused() {
+            self.readers_waiting.borrow_mut().push(cx.waker().clone());
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    }
+
+    fn want_space(&self, core: usize) {
+        self.lanes[core].space_wanted[self.core].store(true, Ordering::Release);
+    }
+}
+
+/// Pushes from the front of `queue` until `push` refuses; returns how many went.
+fn drain_into<T>(queue: &mut VecDeque<T>, push: impl Fn(T) -> Result<(), T>) -> usize {
+    let mut moved = 0;
+    while let Some(msg) = queue.pop_front() {
+        if let Err(msg) = push(msg) {
+            queue.push_front(msg);
+            break;
+        }
+        moved += 1;
+    }
+    moved
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use super::{CoreLanes, HomeMsg, OwnerMsg, Router};
+    use crate::metrics::CoreMetrics;
+    use crate::protocol::{CloseReason, ClosedBy, StreamId};
+
+    fn lanes(messages_max: usize) -> Arc<[CoreLanes]> {
+        (0..2).map(|_| CoreLanes::new(2, messages_max)).collect()
+    }
+
+    fn closed(local: u64) -> HomeMsg {
+        HomeMsg::Closed {
+            stream: StreamId::new(0, local),
+            cause: ClosedBy::Peer,
+        }
+    }
+
+    fn close(local: u64) -> OwnerMsg {
+        OwnerMsg::Close {
+            stream: StreamId::new(1, local),
+            reason: CloseReason::Inactive,
+        }
+    }
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_full_lane_overflows_in_order_pauses_readers_and_the_consumer_wakes_the_sender() {
+        let lanes = lanes(2);
+        let router = Router::new(0, Arc::clone(&lanes), CoreMetrics::new_shared(), 100);
+        for local in 0..5 {
+            router.to_home(1, closed(local));
+        }
+        assert_eq!(router.overflowed(), 3);
+        assert!(router.reads_paused());
+        let woken = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&woken));
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(router.poll_reads_unpaused(&mut cx), Poll::Pending);
+        // The destination takes messages and rings the waiting sender's doorbell.
+        assert!(lanes[1].home.pop().is_some());
+        assert!(lanes[1].home.pop().is_some());
+        lanes[1].ring_waiting_senders(&lanes);
+        let mut bell = Context::from_waker(Waker::noop());
+        assert_eq!(lanes[0].doorbell.poll_rung(&mut bell), Poll::Ready(()));
+        router.retry_overflow();
+        assert_eq!(router.overflowed(), 1);
+        assert_eq!(woken.0.load(Ordering::Relaxed), 0, "still paused");
+        let mut order = Vec::new();
+        while let Some(HomeMsg::Closed { stream, .. }) = lanes[1].home.pop() {
+            order.push(stream.local());
+        }
+        lanes[1].ring_waiting_senders(&lanes);
+        router.retry_overflow();
+        assert_eq!(router.overflowed(), 0);
+        assert!(!router.reads_paused());
+        assert_eq!(
+            woken.0.load(Ordering::Relaxed),
+            1,
+            "readers woken once room came"
+        );
+        while let Some(HomeMsg::Closed { stream, .. }) = lanes[1].home.pop() {
+            order.push(stream.local());
+        }
+        assert_eq!(order, vec![2, 3, 4], "overflow keeps the order");
+    }
+
+    #[test]
+    fn owner_overflow_at_its_bound_pauses_work_not_reads() {
+        let lanes = lanes(1);
+        let router = Router::new(0, Arc::clone(&lanes), CoreMetrics::new_shared(), 2);
+        router.to_owner(1, close(0));
+        router.to_owner(1, close(1));
+        assert!(!router.work_paused());
+        router.to_owner(1, close(2));
+        assert!(router.work_paused());
+        assert!(!router.reads_paused());
+        while lanes[1].owner.pop().is_some() {}
+        router.retry_overflow();
+        assert!(!router.work_paused());
+    }
+}
