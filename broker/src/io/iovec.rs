@@ -39,6 +39,21 @@ impl IoBatch {
         self.frames.push(frame);
     }
 
+    /// Whether the batch holds no frame.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Frames in the batch.
+    pub fn frames(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// The iovecs not yet fully written, for a direct `sendmsg`.
+    pub fn pending_iovecs(&self) -> &[libc::iovec] {
+        &self.iovecs[self.start..]
+    }
+
     /// Whether every byte has been written.
     pub fn is_done(&self) -> bool {
         self.start == self.iovecs.len()
@@ -123,6 +138,7 @@ mod tests {
         assert!(batch.is_done());
         batch.clear();
         assert!(batch.is_done());
+        assert!(batch.is_empty());
         assert_eq!(batch.remaining_bytes(), 0);
     }
 }

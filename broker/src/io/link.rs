@@ -95,6 +95,8 @@ pub struct CoreLink {
     draining: Cell<bool>,
     listeners: RefCell<Vec<RawFd>>,
     log_gate: LogGate,
+    /// Ports queued to in the current turn, written directly at its end.
+    touched: RefCell<Vec<Rc<Port>>>,
 }
 
 impl std::fmt::Debug for CoreLink {
@@ -130,6 +132,7 @@ impl CoreLink {
             flush_deadlines: RefCell::new(DeadlineQueue::default()),
             draining: Cell::new(false),
             listeners: RefCell::new(Vec::new()),
+            touched: RefCell::new(Vec::new()),
         }
     }
 
@@ -182,6 +185,8 @@ impl CoreLink {
         self.metrics.accepted(transport);
         let deadline = self.now().plus_ms(settings.join_deadline_ms);
         self.join_deadlines.borrow_mut().push(deadline, stream);
+        // The loop may be parked on a later timer (or none): it re-arms at its next turn.
+        self.router.inbound().doorbell.ring();
         Ok(port)
     }
 
@@ -437,6 +442,34 @@ impl CoreLink {
         self.wake_core_waiter();
     }
 
+    /// The core queued a frame on `port` in this turn.
+    pub fn touched(&self, port: &Rc<Port>) {
+        if port.touch() {
+            self.touched.borrow_mut().push(Rc::clone(port));
+        }
+    }
+
+    /// Writes what this turn queued straight to the sockets (see `Port::flush_now`), so every
+    /// frame reaches the kernel in the turn that produced it.
+    pub fn flush_touched(&self) {
+        let touched = std::mem::take(&mut *self.touched.borrow_mut());
+        let frames_max = self.settings().write_batch_frames_max;
+        for port in &touched {
+            let flushed = port.flush_now(frames_max);
+            if flushed.failed {
+                port.reset();
+            } else if flushed.frames > 0 {
+                self.metrics.writes.inc();
+                self.metrics.frames_per_write.record(flushed.frames);
+                self.written(port, flushed.frames, flushed.bytes);
+            }
+        }
+        let mut touched = touched;
+        touched.clear();
+        // Nothing is queued while flushing, so the list is still empty: keep its allocation.
+        *self.touched.borrow_mut() = touched;
+    }
+
     /// Wakes readers that wait for frame memory, once there is room.
     pub fn wake_memory_waiters(&self) {
         if self.memory().has_room() {
@@ -452,6 +485,7 @@ impl CoreLink {
             port.flush_and_close();
             let deadline = self.now().plus_ms(self.shared.flush_deadline_ms());
             self.flush_deadlines.borrow_mut().push(deadline, port.id);
+            self.router.inbound().doorbell.ring();
         }
     }
 

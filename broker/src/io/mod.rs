@@ -595,4 +595,3 @@ impl AdminBackend for Backend {
         !self.shared.draining.load(Ordering::Relaxed)
     }
 }
-

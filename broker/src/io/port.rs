@@ -3,19 +3,29 @@
 //!
 //! Owns: `Port`: the stream's id, peer and transport, its home core once the Join went
 //! there, its life (open, flushing, resetting), its outbound queue (R26) with the write
-//! notices and latency samples keyed by frame sequence, its read window (credits), and the
-//! wakers of the carrier's reader and writer. A carrier reads frames and hands them to its
-//! core, and writes what the port queues; the core queues, credits and closes. Neither side
-//! ever touches the other's objects: this is the whole interface.
-//! Never does: I/O (the carrier does), or decide anything about the protocol.
+//! notices and latency samples keyed by frame sequence, its read window (credits), the
+//! batch being written, and the wakers of the carrier's reader and writer. A carrier reads
+//! frames and hands them to its core, and writes what the port queues; the core queues,
+//! credits and closes. Neither side ever touches the other's objects: this is the whole
+//! interface.
+//! Never does: decide anything about the protocol.
+//!
+//! Writing has two paths. At the end of every turn the core writes what it queued on a
+//! socket-backed port straight away (`flush_now`, a non-blocking `sendmsg`), so a frame
+//! reaches the kernel in the turn that produced it, and what the kernel refuses is known
+//! then and there: R26 is measured against exactly that. Whatever the kernel refused waits
+//! in the port's batch for the carrier's writer task, which finishes it asynchronously
+//! (and everything queued after it) before the core writes directly again.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
+use std::os::fd::RawFd;
 use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::iovec::IoBatch;
 use super::notify::LocalNotify;
 use super::outbound::{OutboundQueue, QueueFull, Queued};
 use crate::protocol::{PeerId, StreamId, WriteNotice};
@@ -76,9 +86,17 @@ pub struct Port {
     read_wake: LocalNotify,
     /// Frames the reader may still hand to the home core before it must wait.
     credits: Cell<usize>,
-    /// How the carrier stops its operations in flight when the stream starts to flush (stop
-    /// reading) or resets (stop everything), set when the carrier starts.
+    /// How the carrier stops its I/O in flight when the stream flushes or resets.
     on_close: RefCell<Option<CloseHook>>,
+    /// The socket the core may write to directly, while the carrier's I/O runs.
+    socket: Cell<Option<RawFd>>,
+    /// The batch of frames being written: idle and empty in the port, or taken by the
+    /// writer task (with what the kernel refused), which then holds the writing.
+    batch: RefCell<Option<IoBatch>>,
+    /// Whether the writer task holds the writing (the core must not write directly).
+    writer_busy: Cell<bool>,
+    /// Whether the core queued frames for it in the current turn.
+    touched: Cell<bool>,
 }
 
 impl fmt::Debug for Port {
@@ -93,6 +111,35 @@ impl fmt::Debug for Port {
             .field("credits", &self.credits.get())
             .finish_non_exhaustive()
     }
+}
+
+/// What one direct write did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flushed {
+    /// Frames (and their bytes) now entirely on the wire.
+    pub frames: u64,
+    pub bytes: u64,
+    /// The socket failed (the peer is gone): the stream must be reset.
+    pub failed: bool,
+}
+
+/// One non-blocking `sendmsg` of the batch's unwritten iovecs.
+fn send_now(fd: RawFd, batch: &IoBatch) -> std::io::Result<usize> {
+    let iovecs = batch.pending_iovecs();
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = iovecs.as_ptr().cast_mut();
+    message.msg_iovlen = iovecs.len().min(crate::config::WRITE_BATCH_FRAMES_MAX) as _;
+    // SAFETY: `fd` is the port's open socket (cleared before it closes) and the iovecs point
+    // into frames the batch keeps alive for the call.
+    let sent = unsafe {
+        libc::sendmsg(
+            fd,
+            &raw const message,
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    usize::try_from(sent).map_err(|_| std::io::Error::last_os_error())
 }
 
 /// What a carrier does when its stream starts to flush or resets.
@@ -134,6 +181,10 @@ impl Port {
             read_wake: LocalNotify::default(),
             credits: Cell::new(credits),
             on_close: RefCell::new(None),
+            socket: Cell::new(None),
+            batch: RefCell::new(None),
+            writer_busy: Cell::new(false),
+            touched: Cell::new(false),
         }
     }
 
@@ -236,6 +287,64 @@ impl Port {
         self.out.borrow().len()
     }
 
+    /// Marks the port as queued to in this turn; true the first time in the turn.
+    pub fn touch(&self) -> bool {
+        !self.touched.replace(true)
+    }
+
+    /// Writes what is queued straight to the socket, without blocking, when the writer task
+    /// does not hold the writing: one batch of up to `frames_max` frames. What the kernel
+    /// refuses is left for the writer task (which this wakes).
+    pub fn flush_now(&self, frames_max: usize) -> Flushed {
+        self.touched.set(false);
+        let mut flushed = Flushed::default();
+        let Some(fd) = self.socket.get() else {
+            return flushed;
+        };
+        if self.writer_busy.get() || self.life.get() == Life::Resetting {
+            return flushed;
+        }
+        let Some(mut batch) = self.batch.borrow_mut().take() else {
+            return flushed;
+        };
+        self.out
+            .borrow_mut()
+            .drain_into(frames_max, |frame| batch.push(frame));
+        if batch.is_empty() {
+            *self.batch.borrow_mut() = Some(batch);
+            return flushed;
+        }
+        let offered = batch.remaining_bytes();
+        match send_now(fd, &batch) {
+            Ok(sent) => batch.advance(sent),
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => {
+                *self.batch.borrow_mut() = Some(batch);
+                flushed.failed = true;
+                return flushed;
+            }
+        }
+        if batch.is_done() {
+            flushed.frames = batch.frames() as u64;
+            flushed.bytes = offered as u64;
+            batch.clear();
+            self.out.borrow_mut().wrote(false);
+            if self.out.borrow().len() > 0 {
+                // More than one batch was queued: the writer task takes the rest.
+                self.writer_busy.set(true);
+                self.write_wake.notify();
+            }
+        } else {
+            // The kernel refused the rest: the writer task finishes it when the socket
+            // takes bytes again.
+            self.out.borrow_mut().wrote(true);
+            self.writer_busy.set(true);
+            self.write_wake.notify();
+        }
+        *self.batch.borrow_mut() = Some(batch);
+        flushed
+    }
+
     // ----- the carrier's side -----
 
     /// How the carrier stops its I/O in flight when the stream flushes or resets.
@@ -243,14 +352,48 @@ impl Port {
         *self.on_close.borrow_mut() = Some(on_close);
     }
 
-    /// The carrier's I/O is over: closing the stream needs nothing from it any more.
+    /// The carrier's I/O is over: closing the stream needs nothing from it any more, and
+    /// nobody may write to its socket.
     pub fn clear_on_close(&self) {
         self.on_close.borrow_mut().take();
+        self.socket.set(None);
     }
 
-    /// Hands up to `frames_max` queued frames to `sink`, oldest first; returns how many.
-    pub fn take_batch(&self, frames_max: usize, sink: impl FnMut(Bytes)) -> usize {
-        self.out.borrow_mut().drain_into(frames_max, sink)
+    /// The socket the core may write to directly, and a batch of `frames_max` frames for
+    /// the writes (set when the carrier starts).
+    pub fn attach_socket(&self, fd: RawFd, frames_max: usize) {
+        self.socket.set(Some(fd));
+        *self.batch.borrow_mut() = Some(IoBatch::with_capacity(frames_max));
+    }
+
+    /// For the writer task: the batch to write next (what the kernel refused earlier, or up
+    /// to `frames_max` queued frames), now held by the writer; `None` when there is nothing
+    /// to write.
+    pub fn take_writing(&self, frames_max: usize) -> Option<IoBatch> {
+        let mut batch = self.batch.borrow_mut().take().unwrap_or_default();
+        if batch.is_done() {
+            batch.clear();
+            self.out
+                .borrow_mut()
+                .drain_into(frames_max, |frame| batch.push(frame));
+        }
+        if batch.is_empty() {
+            *self.batch.borrow_mut() = Some(batch);
+            self.writer_busy.set(false);
+            return None;
+        }
+        self.writer_busy.set(true);
+        Some(batch)
+    }
+
+    /// For the writer task: the batch back once written; the core writes directly again
+    /// when nothing more is queued.
+    pub fn return_writing(&self, mut batch: IoBatch) {
+        batch.clear();
+        *self.batch.borrow_mut() = Some(batch);
+        if self.out.borrow().len() == 0 {
+            self.writer_busy.set(false);
+        }
     }
 
     /// A write of `frames` frames completed (`partial`: the kernel took less than offered,

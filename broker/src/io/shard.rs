@@ -125,6 +125,7 @@ impl Shard {
             self.machine.borrow_mut().on_tick(now);
             self.execute();
         }
+        self.link.flush_touched();
         self.link.expire_deadlines(now);
         self.verify_inline();
         self.link.router.retry_overflow();
@@ -433,8 +434,11 @@ impl Shard {
             return;
         };
         match port.enqueue(frame, notice, read_at) {
-            Ok(Queued::Within) => {}
-            Ok(Queued::InSlack) => self.link.metrics().queue_slack.inc(),
+            Ok(Queued::Within) => self.link.touched(&port),
+            Ok(Queued::InSlack) => {
+                self.link.metrics().queue_slack.inc();
+                self.link.touched(&port);
+            }
             Err(full) => {
                 self.link.metrics().queue_resets.inc();
                 if self.link.may_log() {

@@ -23,7 +23,6 @@ use monoio::io::{
 };
 use monoio::net::{TcpListener, TcpStream};
 
-use super::iovec::IoBatch;
 use super::link::CoreLink;
 use super::port::{Life, Port, Transport};
 use super::read_buffer::ReadBuffer;
@@ -117,6 +116,7 @@ pub async fn run(link: Rc<CoreLink>, port: Rc<Port>, stream: TcpStream) {
             Cancellers::cancel(&on_close.write);
         }
     }));
+    port.attach_socket(fd, link.settings().write_batch_frames_max);
     let (mut reader, writer) = stream.into_split();
     let writer_task = monoio::spawn(write_loop(
         Rc::clone(&link),
@@ -202,7 +202,9 @@ async fn read_loop(
     }
 }
 
-/// Writes until the stream closes; hands the write half back so the socket closes whole.
+/// Writes what the core left to it (what the kernel refused to a direct write, and what is
+/// queued after it), and the flush of a closing stream; hands the write half back so the
+/// socket closes whole.
 async fn write_loop(
     link: Rc<CoreLink>,
     port: Rc<Port>,
@@ -210,20 +212,19 @@ async fn write_loop(
     handle: CancelHandle,
 ) -> OwnedWriteHalf<TcpStream> {
     let batch_frames_max = link.settings().write_batch_frames_max;
-    let mut batch = IoBatch::with_capacity(batch_frames_max);
     loop {
         if port.life() == Life::Resetting {
             return writer;
         }
-        let frames = port.take_batch(batch_frames_max, |frame| batch.push(frame)) as u64;
-        if frames == 0 {
+        let Some(mut batch) = port.take_writing(batch_frames_max) else {
             if port.life() == Life::Flushing {
                 shutdown_write(fd);
                 return writer;
             }
             port.write_changed().await;
             continue;
-        }
+        };
+        let frames = batch.frames() as u64;
         let bytes = batch.remaining_bytes() as u64;
         while !batch.is_done() {
             let (result, back) = writer.cancelable_writev(batch, handle.clone()).await;
@@ -240,7 +241,7 @@ async fn write_loop(
                 }
             }
         }
-        batch.clear();
+        port.return_writing(batch);
         link.metrics().frames_per_write.record(frames);
         link.written(&port, frames, bytes);
     }

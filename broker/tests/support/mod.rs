@@ -37,6 +37,21 @@ pub const QUIET: Duration = Duration::from_millis(200);
 /// Time the broker gets to print its listening line.
 const START_WAIT: Duration = Duration::from_secs(20);
 
+/// How to start the broker beyond the defaults of [`Broker::start`].
+#[derive(Default)]
+pub struct Options<'a> {
+    /// Command-line arguments before the test's own (e.g. `--config FILE`).
+    pub args: &'a [&'a str],
+    /// `section.key=value` overrides.
+    pub sets: &'a [&'a str],
+    /// Environment variables.
+    pub env: &'a [(&'a str, &'a str)],
+    /// Stop reading the broker's stderr once it listens (the pipe fills and stays full).
+    pub stderr_unread_after_start: bool,
+    /// Set `WATCHDOG_PID` to the broker's pid, as systemd does for a watchdog.
+    pub watchdog_pid: bool,
+}
+
 /// The running broker process. Killed (and reaped) when dropped.
 pub struct Broker {
     child: Option<Child>,
@@ -54,8 +69,31 @@ impl Broker {
 
     /// As [`Broker::start`], with more command-line arguments first (e.g. `--config FILE`).
     pub fn start_with(args: &[&str], sets: &[&str]) -> Broker {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_bps-broker"));
-        command.args(args);
+        Broker::start_options(&Options {
+            args,
+            sets,
+            ..Options::default()
+        })
+    }
+
+    /// Starts `bps-broker` as `options` say.
+    pub fn start_options(options: &Options<'_>) -> Broker {
+        let binary = env!("CARGO_BIN_EXE_bps-broker");
+        let mut command = if options.watchdog_pid {
+            // systemd names the watched process in WATCHDOG_PID: a shell that execs the
+            // broker knows its pid before the broker starts.
+            let mut shell = Command::new("sh");
+            shell.args(["-c", "WATCHDOG_PID=$$ exec \"$0\" \"$@\"", binary]);
+            shell
+        } else {
+            Command::new(binary)
+        };
+        command.args(options.args);
+        command.env_remove("RUST_LOG");
+        for (name, value) in options.env {
+            command.env(name, value);
+        }
+        let sets = options.sets;
         command.args([
             "--listen",
             "127.0.0.1:0",
@@ -68,7 +106,6 @@ impl Broker {
             command.args(["--set", set]);
         }
         command
-            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -78,16 +115,27 @@ impl Broker {
         let (line_tx, line_rx) = mpsc::channel();
         {
             let log = Arc::clone(&log);
-            // Keeps reading so the broker never blocks on a full pipe.
+            let stop_after_start = options.stderr_unread_after_start;
+            // Keeps reading so the broker never blocks on a full pipe (unless a test wants
+            // exactly that: then it stops after the listening line, keeping the pipe open).
             thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
+                let mut lines = BufReader::new(stderr).lines();
+                for line in lines.by_ref() {
                     let Ok(line) = line else { break };
-                    if let Some(addrs) = parse_listening(&line) {
-                        let _ = line_tx.send(addrs);
-                    }
+                    let listening = parse_listening(&line);
                     let mut log = log.lock().unwrap_or_else(|poison| poison.into_inner());
                     log.push_str(&line);
                     log.push('\n');
+                    drop(log);
+                    if let Some(addrs) = listening {
+                        let _ = line_tx.send(addrs);
+                        if stop_after_start {
+                            // Hold the pipe open and never read it again.
+                            thread::sleep(Duration::from_secs(3600));
+                            drop(lines);
+                            return;
+                        }
+                    }
                 }
             });
         }
@@ -669,6 +717,19 @@ impl Raw {
                 Err(end) => return (end, frames),
             }
         }
+    }
+
+    /// A raw view of a connected socket.
+    pub fn from_stream(stream: TcpStream) -> Raw {
+        Raw {
+            stream,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The socket itself, for a test that reads it its own way.
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
     }
 
     /// Half-closes the write side.
