@@ -7,7 +7,7 @@
 //!   owner whose key is not cached ("cold") has its chunks recovered one by one, exactly
 //!   as [`crate::verify`] does, until one passes; that chunk's key goes into the cache
 //!   ([`KeyCache`]). The rest of the group ("warm") is checked against the cached key in
-//!   one batch ([`SameKeyBatch`]; a single chunk gets a single check);
+//!   one batch ([`KnownKeysBatch`] with that one key; a single chunk gets a single check);
 //! - implicit-authorship jobs (owner unknown in advance) are recovered one by one.
 //!
 //! Never: rejects on the fast path. The key checks can only accept, and they accept only
@@ -27,7 +27,7 @@
 
 use std::borrow::Borrow;
 
-use crate::batch::{KnownKey, SameKeyBatch, SignedDigest};
+use crate::batch::{KeyedSignature, KnownKey, KnownKeysBatch, SignedDigest};
 use crate::job::{Expect, Verified, VerifyError, VerifyRequest, verify};
 use crate::keycache::KeyCache;
 use crate::soc::{REPLICAS_OWNER, SocRef, signing_digest, validate_keyed_at};
@@ -65,9 +65,9 @@ struct Candidate {
 #[derive(Debug)]
 pub struct Verifier {
     keys: KeyCache,
-    batch: SameKeyBatch,
+    batch: KnownKeysBatch,
     candidates: Vec<Candidate>,
-    signatures: Vec<SignedDigest>,
+    signatures: Vec<KeyedSignature>,
     verdicts: Vec<bool>,
     stats: VerifierStats,
 }
@@ -80,7 +80,7 @@ impl Verifier {
     pub fn new(keys_max: usize) -> Self {
         Self {
             keys: KeyCache::new(keys_max),
-            batch: SameKeyBatch::new(),
+            batch: KnownKeysBatch::new(),
             candidates: Vec::new(),
             signatures: Vec::new(),
             verdicts: Vec::new(),
@@ -176,12 +176,15 @@ impl Verifier {
         }
         self.signatures.clear();
         self.signatures
-            .extend(warm.iter().map(|candidate| candidate.signature));
+            .extend(warm.iter().map(|candidate| KeyedSignature {
+                key: 0,
+                signature: candidate.signature,
+            }));
         self.verdicts.clear();
         self.verdicts.resize(warm.len(), false);
         let passed = self
             .batch
-            .check_each(&key, &self.signatures, &mut self.verdicts);
+            .check_each(&[key], &self.signatures, &mut self.verdicts);
         if warm.len() > 1 {
             self.stats.batch_checks += 1;
             self.stats.batch_failures += u64::from(!passed);

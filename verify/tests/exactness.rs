@@ -9,9 +9,9 @@ use std::sync::mpsc;
 use bps_proto::{Binding, keccak256};
 use bps_verify::pool::{Done, Pool, PoolConfig};
 use bps_verify::{
-    CHUNK_SIZE, Expect, Hash, KnownKey, REPLICAS_OWNER, SameKeyBatch, SignedDigest, SigningKey,
-    Verified, Verifier, VerifyError, VerifyRequest, address_of, cac_address,
-    recover_public_key_eth, sign_soc, verify, verify_batch, verify_with_key,
+    CHUNK_SIZE, Expect, Hash, KeyedSignature, KnownKey, KnownKeysBatch, REPLICAS_OWNER,
+    SignedDigest, SigningKey, Verified, Verifier, VerifyError, VerifyRequest, address_of,
+    cac_address, recover_public_key_eth, sign_soc, verify, verify_batch, verify_with_key,
 };
 use bytes::Bytes;
 use k256::elliptic_curve::PrimeField;
@@ -484,14 +484,23 @@ fn bee_signer_vector_checks_by_key() {
     flip_recovery_parity(&mut high_s);
     let mut flipped = signature;
     flip_recovery_parity(&mut flipped);
-    let mut batch = SameKeyBatch::new();
+    let mut batch = KnownKeysBatch::new();
     for (candidate, valid) in [(signature, true), (high_s, true), (flipped, false)] {
         let recovered =
             recover_public_key_eth(&candidate, &digest).map(|public| address_of(&public));
         assert_eq!(recovered == Ok(key.address()), valid);
         let parsed = SignedDigest::parse(&candidate, &digest).expect("in range");
         assert_eq!(verify_with_key(&known, &parsed), valid);
-        assert_eq!(batch.check(&known, &[parsed, parsed]), valid);
+        assert_eq!(
+            batch.check(
+                &[known],
+                &[KeyedSignature {
+                    key: 0,
+                    signature: parsed
+                }; 2]
+            ),
+            valid
+        );
     }
 }
 
