@@ -54,7 +54,7 @@
 //! of `G` (k256's precomputed tables) plus one interleaved (Straus) multi-scalar
 //! multiplication over the `Q_k` with their full 256-bit scalars and the `−R_i` with the
 //! 128-bit weights, all sharing one chain of doublings. A key whose `c_k` is zero (no
-//! signature names it) contributes `O` and is left out.
+//! signature names it, or its terms sum to 0 mod N) contributes `O` and is left out.
 //! - Valid batches always pass: every `E_i = O`.
 //! - An invalid batch passes with probability at most `1/(2^128 − 1)`: secp256k1 has
 //!   prime order N (cofactor 1), so `E_i = e_i·G` for some `e_i` mod N, and `e_i` depends
@@ -77,13 +77,14 @@
 //!   signatures any error he likes, for instance exactly `−e_j` for a forged signature
 //!   `j` under B: under unit weights the two cancel. Here they are multiplied by
 //!   independent secret weights, and `a_i·e_i + a_j·e_j ≡ 0` pins `a_j` to one residue.
-//!   The key scalars `c_k` are derived from the weights too, but they carry nothing of
-//!   their own: they only regroup `Σ a_i·e_i`, and each key `Q_k` is a fixed point (from
-//!   the verifier's cache, not from the chunk), so no choice of signatures can move error
-//!   from one key's term into another's. The check also holds each signature to the key
-//!   it names, not to some key of the batch: `e_i` is measured against `Q_k(i)`, so a
-//!   signature valid for A but presented as B's has `e_i ≠ 0` and is caught like any
-//!   other bad signature.
+//!   The key scalars `c_k` are derived from the weights too, but they are not free
+//!   parameters: `c_k·Q_k` is exactly the sum of the weighted terms `a_i·(r_i·s_i⁻¹)·Q_k`
+//!   of the signatures that name `Q_k`, so the left side is `Σ a_i·E_i` whatever the keys
+//!   are, and the bound applies. The keys themselves are fixed points that no chunk
+//!   supplies (the verifier takes them from its cache, which only recovery fills). And
+//!   each signature is held to the key it names, not to some key of the batch: `e_i` is
+//!   measured against `Q_k(i)`, so a signature valid for A but presented as B's has
+//!   `e_i ≠ 0` and is caught like any other bad signature.
 //! - Duplicates: a key listed twice (`Q_k = Q_l`, `k ≠ l`) adds `(c_k + c_l)·Q_k`, the
 //!   same sum; a signature listed twice (a replayed chunk) has `e_i = e_j`, weighted by two
 //!   independent weights, and the argument above fixes all weights but one: still at most
