@@ -10,7 +10,10 @@
 //!   one check for the whole batch of jobs, all owners together, each chunk against its
 //!   own owner's key ([`KnownKeysBatch`], each owner's key listed once; a lone warm chunk
 //!   gets the single check). So a group chat of many speakers costs one multi-scalar
-//!   multiplication per batch, not one check per chunk;
+//!   multiplication per batch, not one check per chunk. If that check fails, each owner's
+//!   warm chunks are checked again as a batch of their own, and only the chunks of an
+//!   owner whose batch fails are checked one by one: a bad chunk costs the honest owners
+//!   of its batch no more than the per-owner checks they had before multi-key batches;
 //! - implicit-authorship jobs (owner unknown in advance) are recovered one by one.
 //!
 //! Never: rejects on the fast path. The key checks can only accept, and they accept only
@@ -29,6 +32,7 @@
 //! stream that sent them (R17).
 
 use std::borrow::Borrow;
+use std::ops::Range;
 
 use crate::batch::{KeyedSignature, KnownKey, KnownKeysBatch, SignedDigest};
 use crate::job::{Expect, Verified, VerifyError, VerifyRequest, verify};
@@ -44,9 +48,10 @@ pub struct VerifierStats {
     pub recoveries: u64,
     /// Chunks accepted against a cached key.
     pub key_accepts: u64,
-    /// Batch checks run (one per job batch with two or more warm chunks, of any owners).
+    /// Batch checks run: one per job batch with two or more warm chunks (of any owners),
+    /// and after a failed one, one per owner with two or more.
     pub batch_checks: u64,
-    /// Batch checks that failed and fell back to one check per chunk.
+    /// Batch checks that failed (and fell back owner by owner, or chunk by chunk).
     pub batch_failures: u64,
 }
 
@@ -200,8 +205,8 @@ impl Verifier {
         }
     }
 
-    /// Checks every warm chunk of the batch in one multi-key check; the chunks it does not
-    /// accept go through [`crate::verify`].
+    /// Checks every warm chunk of the batch in one multi-key check; if it fails, owner by
+    /// owner (module docs); the chunks not accepted go through [`crate::verify`].
     fn settle_warm<R: Borrow<VerifyRequest>>(
         &mut self,
         requests: &[R],
@@ -212,12 +217,18 @@ impl Verifier {
         }
         self.verdicts.clear();
         self.verdicts.resize(self.warm_signatures.len(), false);
-        let passed =
-            self.batch
-                .check_each(&self.warm_keys, &self.warm_signatures, &mut self.verdicts);
-        if self.warm_signatures.len() > 1 {
+        if self.warm_keys.len() == 1 {
+            self.check_warm(0..self.warm_signatures.len());
+        } else {
+            // Two keys or more, so two chunks or more: a real batch.
+            let passed = self.batch.check(&self.warm_keys, &self.warm_signatures);
             self.stats.batch_checks += 1;
             self.stats.batch_failures += u64::from(!passed);
+            if passed {
+                self.verdicts.fill(true);
+            } else {
+                self.check_each_owner();
+            }
         }
         for (index, accepted) in self.warm_candidates.iter().zip(&self.verdicts) {
             let candidate = &self.candidates[*index];
@@ -227,6 +238,36 @@ impl Verifier {
                 self.stats.recoveries += 1;
                 results[candidate.slot] = verify(requests[candidate.request].borrow());
             }
+        }
+    }
+
+    /// After a failed multi-key check: each owner's warm chunks (contiguous, one key) as
+    /// their own batch, so an honest owner's chunks still pass together and only a failing
+    /// owner's are checked one by one.
+    fn check_each_owner(&mut self) {
+        let mut start = 0;
+        while start < self.warm_signatures.len() {
+            let key = self.warm_signatures[start].key;
+            let len = self.warm_signatures[start..]
+                .iter()
+                .take_while(|keyed| keyed.key == key)
+                .count();
+            self.check_warm(start..start + len);
+            start += len;
+        }
+    }
+
+    /// [`KnownKeysBatch::check_each`] on `self.warm_signatures[range]`, verdicts into the
+    /// same range of `self.verdicts`, counted as a batch check if it holds two or more.
+    fn check_warm(&mut self, range: Range<usize>) {
+        let passed = self.batch.check_each(
+            &self.warm_keys,
+            &self.warm_signatures[range.clone()],
+            &mut self.verdicts[range.clone()],
+        );
+        if range.len() > 1 {
+            self.stats.batch_checks += 1;
+            self.stats.batch_failures += u64::from(!passed);
         }
     }
 }
