@@ -24,12 +24,14 @@
 //! passed, which happens with probability at most 2^-128 per batch. Never shares state
 //! between threads: each worker owns its verifier.
 //!
-//! Cost (measured here, 4 KiB payloads): a warm chunk in a batch of 64 ≈ 17 µs against
-//! ≈ 88 µs for recovery with the scalar BMT. A batch that holds a bad chunk costs, per
-//! chunk, its share of the failed batch check plus one single check (≈ 45 µs), and each
-//! bad chunk also its recovery: the honest chunks of the batch fall back to roughly the
-//! cost of recovering them, the bad ones cost about twice that, and the broker closes the
-//! stream that sent them (R17).
+//! Cost (measured here, 4 KiB payloads): a warm chunk in a batch of 64 of one owner
+//! ≈ 17 µs against ≈ 88 µs for recovery with the scalar BMT. With 64 owners taking turns
+//! (one chunk each per batch), the one multi-key check makes this path 1.6–1.9× faster
+//! than one check per owner (docs/BENCHMARKS.md, issue 12). A batch that holds a bad chunk
+//! costs the failed multi-key check, then the per-owner checks (a single check, ≈ 45 µs,
+//! for an owner with one chunk, and one-key batches otherwise), then single checks of the
+//! failing owner's chunks and the bad chunk's recovery; the broker closes the stream that
+//! sent it (R17).
 
 use std::borrow::Borrow;
 use std::ops::Range;
