@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use bps_proto::{keccak256, soc_address};
 use bps_verify::keccak::hash_pairs;
 use bps_verify::{
-    CHUNK_SIZE, Expect, KnownKey, Lanes, SameKeyBatch, SignedDigest, SigningKey, Verifier,
-    VerifyRequest, bmt_root, bmt_root_with, recover_eth, sign_soc, validate_soc_at,
+    CHUNK_SIZE, Expect, KeyedSignature, KnownKey, KnownKeysBatch, Lanes, SignedDigest, SigningKey,
+    Verifier, VerifyRequest, bmt_root, bmt_root_with, recover_eth, sign_soc, validate_soc_at,
     validate_soc_at_with, verify, verify_with_key,
 };
 
@@ -108,14 +108,16 @@ fn main() {
 
     let known = KnownKey::new(&key.public_key());
     let signed = SignedDigest::parse(&signature, &digest).expect("own signature parses");
-    let signed_batch: Vec<SignedDigest> = (0..BATCH)
+    let signed_batch: Vec<KeyedSignature> = (0..BATCH)
         .map(|index| {
             let data = keccak256(&index.to_be_bytes());
-            SignedDigest::parse(&key.sign_eth(&data), &data).expect("own signature parses")
+            let signature =
+                SignedDigest::parse(&key.sign_eth(&data), &data).expect("own signature parses");
+            KeyedSignature { key: 0, signature }
         })
         .collect();
-    let mut batch = SameKeyBatch::new();
-    assert!(batch.check(&known, &signed_batch));
+    let mut batch = KnownKeysBatch::new();
+    assert!(batch.check(&[known], &signed_batch));
     // A same-owner stream of distinct 4 KiB chunks, and a verifier that has seen the owner.
     let stream: Vec<VerifyRequest> = (0..BATCH)
         .map(|index| {
@@ -173,10 +175,10 @@ fn main() {
             black_box(verify_with_key(black_box(&known), black_box(&signed)));
         }),
         measure_per(
-            format!("SameKeyBatch::check, {BATCH} signatures, per signature"),
+            format!("KnownKeysBatch::check, {BATCH} signatures of one key, per signature"),
             BATCH as u32,
             || {
-                black_box(batch.check(black_box(&known), black_box(&signed_batch)));
+                black_box(batch.check(black_box(&[known]), black_box(&signed_batch)));
             },
         ),
         measure("SOC validate_soc_at, 4 KiB, scalar BMT (old path)", || {
@@ -238,7 +240,7 @@ fn main() {
     }
     println!(
         "signature: recover_eth / batched check per signature = {:.2}×",
-        median("recover_eth") / median("SameKeyBatch::check")
+        median("recover_eth") / median("KnownKeysBatch::check")
     );
     println!(
         "SOC, 4 KiB: old path / Verifier per SOC = {:.2}× (target ≥ 3×)",

@@ -1,14 +1,18 @@
-//! Signatures of one known key, checked without recovering the key: one at a time, or a
-//! whole batch with one multi-scalar multiplication (ARCHITECTURE.md §3).
+//! Signatures of known keys, checked without recovering the key: one at a time, or a
+//! whole batch, of one key or of many, with one multi-scalar multiplication
+//! (ARCHITECTURE.md §3).
 //!
 //! Owns: [`KnownKey`] (a public key and its address), [`SignedDigest`] (a 65-byte
-//! signature parsed with bee's rules), [`verify_with_key`] and [`SameKeyBatch`].
+//! signature parsed with bee's rules), [`verify_with_key`], [`KeyedSignature`] (a
+//! signature and the key it must recover to) and [`KnownKeysBatch`].
 //!
 //! Never: decides validity on its own. A `true` here means "recovery (bee's
 //! `crypto.Recover`, our [`crate::recover_public_key_eth`]) would yield exactly this
 //! key"; a `false` is only a hint, and the caller ([`crate::verifier`]) sends the chunk
 //! through full recovery, whose outcome is then the answer. So the fast path can only
-//! ever accept what bee accepts, and everything else gets bee's own error.
+//! ever accept what bee accepts, and everything else gets bee's own error. Never picks
+//! the keys either: the caller names, per signature, the key its owner must have (the
+//! verifier takes it from its key cache, which only recovery fills).
 //!
 //! # What recovery accepts, and the single check that is equivalent
 //! For a signature `(r, s, v)` over the prehash `z` (EIP-191 of the digest, reduced mod N),
@@ -33,23 +37,31 @@
 //! fails here and is then accepted by full recovery, so even that case is exact.
 //!
 //! # The batch check, and why it is sound
-//! For signatures `i = 1..n` of the same key, let `R_i` be recovery's nonce point (decoded
-//! from `r_i` and `v_i` as above; a batch with an `R_i` that does not exist fails) and
-//! `E_i = (z_i·s_i⁻¹)·G + (r_i·s_i⁻¹)·Q − R_i`, so `E_i = O` exactly when signature `i`
-//! passes the single check. The batch draws weights `a_i`, uniform in `[1, 2^128)`, from
-//! a CSPRNG (rand's `ThreadRng`: ChaCha12 seeded and reseeded from the OS) after the
-//! signatures are fixed, and accepts iff
+//! A batch holds keys `Q_1 … Q_m` (each `≠ O`) and signatures `i = 1..n`; signature `i`
+//! names the key `Q_k(i)` it must recover to ([`KeyedSignature`]). Let `R_i` be recovery's
+//! nonce point (decoded from `r_i` and `v_i` as above; a batch with an `R_i` that does not
+//! exist fails) and `E_i = (z_i·s_i⁻¹)·G + (r_i·s_i⁻¹)·Q_k(i) − R_i`, so `E_i = O` exactly
+//! when signature `i` passes the single check against its own key. The batch draws
+//! weights `a_i`, uniform in `[1, 2^128)`, from a CSPRNG (rand's `ThreadRng`: ChaCha12
+//! seeded and reseeded from the OS) after the signatures and keys are fixed, and accepts
+//! iff
 //!
-//! `(Σ a_i·z_i·s_i⁻¹)·G + (Σ a_i·r_i·s_i⁻¹)·Q − Σ a_i·R_i = Σ a_i·E_i = O`,
+//! `(Σ_i a_i·z_i·s_i⁻¹)·G + Σ_k c_k·Q_k − Σ_i a_i·R_i = O`, where
+//! `c_k = Σ_{i : k(i) = k} a_i·r_i·s_i⁻¹`.
 //!
-//! computed as one fixed-base-plus-`Q` double multiplication and one interleaved
-//! (Straus) multi-scalar multiplication over the `R_i` with 128-bit scalars.
+//! The left side is `Σ_i a_i·E_i`, only regrouped: each term `a_i·(r_i·s_i⁻¹)·Q_k(i)` is
+//! collected into the scalar of its key. It is computed as one fixed-base multiplication
+//! of `G` (k256's precomputed tables) plus one interleaved (Straus) multi-scalar
+//! multiplication over the `Q_k` with their full 256-bit scalars and the `−R_i` with the
+//! 128-bit weights, all sharing one chain of doublings. A key whose `c_k` is zero (no
+//! signature names it, or its terms sum to 0 mod N) contributes `O` and is left out.
 //! - Valid batches always pass: every `E_i = O`.
 //! - An invalid batch passes with probability at most `1/(2^128 − 1)`: secp256k1 has
-//!   prime order N (cofactor 1), so `E_i = e_i·G` for some `e_i` mod N. If `e_k ≠ 0`,
-//!   then for any fixed other weights `Σ a_i·e_i ≡ 0 (mod N)` holds for at most one
-//!   residue `a_k`; the weights are distinct below N, so at most one of the `2^128 − 1`
-//!   equally likely values of `a_k` passes.
+//!   prime order N (cofactor 1), so `E_i = e_i·G` for some `e_i` mod N, and `e_i` depends
+//!   only on signature `i` and the key it names, both fixed before the weights are drawn.
+//!   The check is `Σ a_i·e_i ≡ 0 (mod N)`. If `e_j ≠ 0`, then for any fixed other
+//!   weights this holds for at most one residue `a_j`; the weights are distinct below N,
+//!   so at most one of the `2^128 − 1` equally likely values of `a_j` passes.
 //! - Why random weights: with fixed weights (say all 1) the errors could be made to
 //!   cancel. The attacker chooses `r`, `v` (so any point as `R_i`), `s` and, through the
 //!   chunk's id, span and payload, the message `z`; two signatures with nonce points
@@ -58,17 +70,38 @@
 //!   submits can depend on them, and every batch is an independent ≤ 2^-128 trial. (The
 //!   arithmetic runs in variable time; timing could at most reveal the weights of a batch
 //!   already decided, which the next batch does not reuse.)
+//! - Why mixing keys gives an attacker nothing: the bound above assumes nothing about the
+//!   keys and no hardness at all (no discrete logarithm), so it holds against an attacker
+//!   who knows the secret of his own key A, any relation between A and another owner's
+//!   key B (say A = t·B), or even B's secret. Knowing A's secret, he can give his own
+//!   signatures any error he likes, for instance exactly `−e_j` for a forged signature
+//!   `j` under B: under unit weights the two cancel. Here they are multiplied by
+//!   independent secret weights, and `a_i·e_i + a_j·e_j ≡ 0` pins `a_j` to one residue.
+//!   The key scalars `c_k` are derived from the weights too, but they are not free
+//!   parameters: `c_k·Q_k` is exactly the sum of the weighted terms `a_i·(r_i·s_i⁻¹)·Q_k`
+//!   of the signatures that name `Q_k`, so the left side is `Σ a_i·E_i` whatever the keys
+//!   are, and the bound applies. The keys themselves are fixed points that no chunk
+//!   supplies (the verifier takes them from its cache, which only recovery fills). And
+//!   each signature is held to the key it names, not to some key of the batch: `e_i` is
+//!   measured against `Q_k(i)`, so a signature valid for A but presented as B's has
+//!   `e_i ≠ 0` and is caught like any other bad signature.
+//! - Duplicates: a key listed twice (`Q_k = Q_l`, `k ≠ l`) adds `(c_k + c_l)·Q_k`, the
+//!   same sum; a signature listed twice (a replayed chunk) has `e_i = e_j`, weighted by two
+//!   independent weights, and the argument above fixes all weights but one: still at most
+//!   `1/(2^128 − 1)`. Neither costs soundness; the verifier lists each owner's key once
+//!   (distinct owners have distinct keys, since the owner is the key's hash).
 //! - Why the recovery id: `r` fixes `x(R)` only modulo N and not the sign of `y`; using
 //!   exactly the point `v` names makes each `E_i = O` equivalent to "recovery with this
-//!   `v` yields `Q`" (bee's rule), not to plain ECDSA validity, which would accept the
-//!   flipped-v twin.
+//!   `v` yields `Q_k(i)`" (bee's rule: `R_i` is a curve point, so `T_i = R_i` is not the
+//!   identity, has `x(T_i) = r_i + ⌊id_i / 2⌋·N` exactly and `y(T_i)` of parity
+//!   `id_i & 1`), not to plain ECDSA validity, which would accept the flipped-v twin.
 //! - What is checked before any arithmetic: `v` in 27..=34 and `r, s` in `[1, N-1]`
 //!   ([`SignedDigest::parse`], with recovery's own errors), so every `s_i` is invertible
 //!   and `r_i ≠ 0`; `R_i` must decompress.
 //!
 //! A failed batch tells the caller only that some signature is bad:
-//! [`SameKeyBatch::check_each`] then checks them one by one, so a bad chunk, and only it,
-//! is rejected.
+//! [`KnownKeysBatch::check_each`] then checks them one by one, each against its own key,
+//! so a bad chunk, and only it, is rejected.
 
 use k256::elliptic_curve::PrimeField;
 use k256::elliptic_curve::ops::{MulByGeneratorVartime, Reduce};
@@ -88,13 +121,16 @@ const ORDER: [u8; 32] = [
 
 /// Width of the signed-digit windows in the multi-scalar multiplication: digits are odd
 /// in `[-15, 15]`, each point needs a table of its 8 odd multiples. Measured here, 4 and 5
-/// are within a few percent for 128-bit scalars; 5 needs fewer additions.
+/// are within a few percent for 128-bit scalars; 5 needs fewer additions, and for the
+/// 256-bit key scalars 5 is also the cheapest (table plus additions per key).
 const WINDOW: usize = 5;
 /// Odd multiples `1·P, 3·P, …, 15·P` per point.
 const TABLE_SIZE: usize = 1 << (WINDOW - 2);
-/// Digit positions of a 128-bit scalar in signed-digit form (one more than its bits, for
-/// the final carry).
-const DIGITS: usize = 129;
+/// Bits of a scalar below N (a weight uses the low 128).
+const SCALAR_BITS: usize = 256;
+/// Digit positions of a scalar in signed-digit form (one more than its bits, for the
+/// final carry).
+const DIGITS: usize = SCALAR_BITS + 1;
 
 /// A public key whose owner is known, ready for checks without recovery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,79 +243,91 @@ pub fn verify_with_key(key: &KnownKey, signature: &SignedDigest) -> bool {
         && bool::from(candidate.y_is_odd()) == signature.y_is_odd()
 }
 
-/// Reusable scratch space for checking batches of one key's signatures (module docs).
+/// A signature and the key it must recover to: `key` indexes the key list handed to
+/// [`KnownKeysBatch::check`] with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyedSignature {
+    /// Index of the signer's key in the batch's key list.
+    pub key: usize,
+    pub signature: SignedDigest,
+}
+
+/// Reusable scratch space for checking batches of signatures of known keys, one key or
+/// many (module docs).
 #[derive(Debug, Default)]
-pub struct SameKeyBatch {
+pub struct KnownKeysBatch {
     prefix_products: Vec<Scalar>,
     inverses: Vec<Scalar>,
     weights: Vec<u128>,
+    /// `c_k` of the module docs, one per key of the batch.
+    key_scalars: Vec<Scalar>,
+    /// Odd multiples of every point of the multi-scalar multiplication: the negated nonce
+    /// points, then the keys that take part.
     tables: Vec<[ProjectivePoint; TABLE_SIZE]>,
+    /// Signed digits of each point's scalar, in the order of `tables`.
     digits: Vec<[i8; DIGITS]>,
 }
 
-impl SameKeyBatch {
+impl KnownKeysBatch {
     /// Empty scratch; it grows to the largest batch seen and stays there.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Whether every signature would recover to `key`, up to a soundness error of at most
-    /// 2^-128 per call (module docs). `true` for an empty batch. A `false` says only that at
-    /// least one would not.
-    pub fn check(&mut self, key: &KnownKey, signatures: &[SignedDigest]) -> bool {
+    /// Whether every signature would recover to the key it names in `keys`, up to a
+    /// soundness error of at most 2^-128 per call (module docs). `true` for an empty
+    /// batch. A `false` says only that at least one would not.
+    ///
+    /// # Panics
+    /// If a signature names a key index outside `keys` (a caller bug).
+    pub fn check(&mut self, keys: &[KnownKey], signatures: &[KeyedSignature]) -> bool {
+        assert_names_keys(keys, signatures);
         if signatures.is_empty() {
             return true;
         }
         self.tables.clear();
-        for signature in signatures {
-            let Some(nonce) = signature.nonce_point() else {
+        for keyed in signatures {
+            let Some(nonce) = keyed.signature.nonce_point() else {
                 return false;
             };
+            // Negated, so that the weights themselves are the scalars of these points.
             self.tables
-                .push(odd_multiples(ProjectivePoint::from(nonce)));
+                .push(odd_multiples(-ProjectivePoint::from(nonce)));
         }
         if !self.invert_all(signatures) {
             return false;
         }
-        let mut rng = rand::rng();
-        self.weights.clear();
-        self.weights.extend(signatures.iter().map(|_| {
-            loop {
-                let weight: u128 = rng.random();
-                if weight != 0 {
-                    break weight;
-                }
-            }
-        }));
-        let mut generator_scalar = Scalar::ZERO;
-        let mut key_scalar = Scalar::ZERO;
-        for ((signature, s_inv), weight) in signatures.iter().zip(&self.inverses).zip(&self.weights)
-        {
-            let weighted = Scalar::from(*weight) * s_inv;
-            generator_scalar += signature.z * weighted;
-            key_scalar += signature.r * weighted;
-        }
-        let expected = ProjectivePoint::mul_by_generator_and_mul_add_vartime(
-            &generator_scalar,
-            &key_scalar,
-            &key.point,
-        );
+        self.draw_weights(signatures.len());
+        let generator_scalar = self.collect_scalars(keys.len(), signatures);
         self.digits.clear();
-        self.digits
-            .extend(self.weights.iter().map(|weight| signed_digits(*weight)));
-        expected == straus(&self.tables, &self.digits)
+        self.digits.extend(
+            self.weights
+                .iter()
+                .map(|weight| signed_digits(&weight_limbs(*weight))),
+        );
+        for (key, scalar) in keys.iter().zip(&self.key_scalars) {
+            if *scalar != Scalar::ZERO {
+                self.tables.push(odd_multiples(key.point));
+                self.digits.push(signed_digits(&scalar_limbs(scalar)));
+            }
+        }
+        let sum = ProjectivePoint::mul_by_generator_vartime(&generator_scalar)
+            + straus(&self.tables, &self.digits);
+        sum == ProjectivePoint::IDENTITY
     }
 
-    /// Checks the batch, and on failure each signature alone: `accepted[i]` is whether
-    /// signature `i` would recover to `key` (up to the batch's 2^-128 when the batch
-    /// passed). Returns whether the batch check passed.
+    /// Checks the batch, and on failure each signature alone against its own key:
+    /// `accepted[i]` is whether signature `i` would recover to the key it names (up to the
+    /// batch's 2^-128 when the batch passed). Returns whether the batch check passed. A
+    /// lone signature gets the single check, which is cheaper than a batch of one.
     ///
     /// # Panics
-    /// If `accepted` and `signatures` differ in length (a caller bug).
+    /// If `accepted` and `signatures` differ in length or a signature names a key index
+    /// outside `keys` (caller bugs).
     pub fn check_each(
         &mut self,
-        key: &KnownKey,
-        signatures: &[SignedDigest],
+        keys: &[KnownKey],
+        signatures: &[KeyedSignature],
         accepted: &mut [bool],
     ) -> bool {
         assert_eq!(
@@ -287,29 +335,59 @@ impl SameKeyBatch {
             accepted.len(),
             "one verdict slot per signature"
         );
+        assert_names_keys(keys, signatures);
+        let single = |keyed: &KeyedSignature| verify_with_key(&keys[keyed.key], &keyed.signature);
         let passed = match signatures {
-            [single] => verify_with_key(key, single),
-            _ => self.check(key, signatures),
+            [lone] => single(lone),
+            _ => self.check(keys, signatures),
         };
         if passed {
             accepted.fill(true);
         } else {
-            for (verdict, signature) in accepted.iter_mut().zip(signatures) {
-                *verdict = verify_with_key(key, signature);
+            for (verdict, keyed) in accepted.iter_mut().zip(signatures) {
+                *verdict = single(keyed);
             }
         }
         passed
     }
 
+    /// Fills `self.weights` with `count` fresh weights, uniform in `[1, 2^128)`.
+    fn draw_weights(&mut self, count: usize) {
+        let mut rng = rand::rng();
+        self.weights.clear();
+        self.weights.extend((0..count).map(|_| {
+            loop {
+                let weight: u128 = rng.random();
+                if weight != 0 {
+                    break weight;
+                }
+            }
+        }));
+    }
+
+    /// Fills `self.key_scalars` with `c_k` for each of `key_count` keys and returns the
+    /// scalar of `G`, `Σ a_i·z_i·s_i⁻¹` (needs the weights and inverses).
+    fn collect_scalars(&mut self, key_count: usize, signatures: &[KeyedSignature]) -> Scalar {
+        self.key_scalars.clear();
+        self.key_scalars.resize(key_count, Scalar::ZERO);
+        let mut generator_scalar = Scalar::ZERO;
+        for ((keyed, s_inv), weight) in signatures.iter().zip(&self.inverses).zip(&self.weights) {
+            let weighted = Scalar::from(*weight) * s_inv;
+            generator_scalar += keyed.signature.z * weighted;
+            self.key_scalars[keyed.key] += keyed.signature.r * weighted;
+        }
+        generator_scalar
+    }
+
     /// Fills `self.inverses` with `s_i⁻¹` for every signature, using one scalar
     /// inversion (Montgomery's trick). `false` only if some `s_i` is zero, which
     /// [`SignedDigest::parse`] excludes.
-    fn invert_all(&mut self, signatures: &[SignedDigest]) -> bool {
+    fn invert_all(&mut self, signatures: &[KeyedSignature]) -> bool {
         self.prefix_products.clear();
         let mut product = Scalar::ONE;
-        for signature in signatures {
+        for keyed in signatures {
             self.prefix_products.push(product);
-            product *= signature.s;
+            product *= keyed.signature.s;
         }
         // `prefix_products[i]` is now `s_0 · … · s_(i-1)`.
         let Some(mut inverse) = product.invert_vartime().into_option() else {
@@ -317,7 +395,7 @@ impl SameKeyBatch {
         };
         self.inverses.clear();
         self.inverses.resize(signatures.len(), Scalar::ZERO);
-        for ((slot, before), signature) in self
+        for ((slot, before), keyed) in self
             .inverses
             .iter_mut()
             .zip(&self.prefix_products)
@@ -326,10 +404,19 @@ impl SameKeyBatch {
         {
             // `inverse` is `(s_0 · … · s_i)⁻¹` here.
             *slot = inverse * before;
-            inverse *= signature.s;
+            inverse *= keyed.signature.s;
         }
         true
     }
+}
+
+/// Asserts that every signature names a key of the batch.
+fn assert_names_keys(keys: &[KnownKey], signatures: &[KeyedSignature]) {
+    assert!(
+        signatures.iter().all(|keyed| keyed.key < keys.len()),
+        "a signature names a key outside the batch's {} keys",
+        keys.len()
+    );
 }
 
 /// `[P, 3P, 5P, …, 15P]`.
@@ -342,15 +429,33 @@ fn odd_multiples(point: ProjectivePoint) -> [ProjectivePoint; TABLE_SIZE] {
     table
 }
 
-/// `weight` in width-[`WINDOW`] non-adjacent form: `weight = Σ digits[i]·2^i`, every
+/// A scalar's canonical value as little-endian 64-bit limbs.
+fn scalar_limbs(scalar: &Scalar) -> [u64; 4] {
+    let big_endian = scalar.to_repr();
+    let mut limbs = [0u64; 4];
+    for (limb, word) in limbs.iter_mut().zip(big_endian.chunks_exact(8).rev()) {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        *limb = u64::from_be_bytes(bytes);
+    }
+    limbs
+}
+
+/// A weight as little-endian 64-bit limbs.
+fn weight_limbs(weight: u128) -> [u64; 4] {
+    let [low, high] = [weight as u64, (weight >> 64) as u64];
+    [low, high, 0, 0]
+}
+
+/// `value` in width-[`WINDOW`] non-adjacent form: `value = Σ digits[i]·2^i`, every
 /// non-zero digit odd and in `[-15, 15]`, at least `WINDOW - 1` zeros after each.
-fn signed_digits(weight: u128) -> [i8; DIGITS] {
+fn signed_digits(value: &[u64; 4]) -> [i8; DIGITS] {
     const WIDTH: i32 = 1 << WINDOW;
     let mut digits = [0i8; DIGITS];
     let mut position = 0;
     let mut carry = 0;
     while position < DIGITS {
-        let window = carry + window_bits(weight, position);
+        let window = carry + window_bits(value, position);
         if window & 1 == 0 {
             // Digit 0 here. The carry stays: with carry 1 the bit was 1, so 1 + 1 carries.
             position += 1;
@@ -371,18 +476,25 @@ fn signed_digits(weight: u128) -> [i8; DIGITS] {
     digits
 }
 
-/// Bits `position..position + WINDOW` of `weight` as a number below 2^WINDOW (zeros above
-/// bit 127).
-fn window_bits(weight: u128, position: usize) -> i32 {
-    if position >= 128 {
+/// Bits `position..position + WINDOW` of `value` as a number below 2^WINDOW (zeros above
+/// bit 255).
+fn window_bits(value: &[u64; 4], position: usize) -> i32 {
+    let limb = position / 64;
+    if limb >= value.len() {
         return 0;
     }
+    let shift = position % 64;
+    let mut bits = value[limb] >> shift;
+    if shift + WINDOW > 64 && limb + 1 < value.len() {
+        // The window straddles two limbs; `shift` is above 0 here.
+        bits |= value[limb + 1] << (64 - shift);
+    }
     // Below 2^WINDOW = 32 after the mask.
-    ((weight >> position) & ((1 << WINDOW) - 1)) as i32
+    (bits & ((1 << WINDOW) - 1)) as i32
 }
 
 /// `Σ digits_i · P_i` over the points whose odd multiples are `tables[i]`: one shared
-/// chain of doublings, one addition per non-zero digit.
+/// chain of doublings (as long as the longest scalar), one addition per non-zero digit.
 fn straus(tables: &[[ProjectivePoint; TABLE_SIZE]], digits: &[[i8; DIGITS]]) -> ProjectivePoint {
     let top = digits
         .iter()
@@ -423,6 +535,26 @@ mod tests {
         let mut low = [0u8; 16];
         low.copy_from_slice(&bytes[..16]);
         u128::from_le_bytes(low)
+    }
+
+    /// `Σ digits[i]·2^i` mod N, asserting the non-adjacent form on the way.
+    fn value_of(digits: &[i8; DIGITS]) -> Scalar {
+        let mut value = Scalar::ZERO;
+        let mut power = Scalar::ONE;
+        let mut last_non_zero: Option<usize> = None;
+        for (position, &digit) in digits.iter().enumerate() {
+            if digit != 0 {
+                assert!(digit % 2 != 0 && (-15..=15).contains(&digit), "{digit}");
+                if let Some(last) = last_non_zero {
+                    assert!(position - last >= WINDOW, "non-adjacent");
+                }
+                last_non_zero = Some(position);
+                let magnitude = Scalar::from(u64::from(digit.unsigned_abs()));
+                value += if digit > 0 { magnitude } else { -magnitude } * power;
+            }
+            power += power;
+        }
+        value
     }
 
     #[test]
@@ -466,41 +598,66 @@ mod tests {
             0xdead_beef_0123_4567_89ab_cdef_fedc_ba98,
         ];
         for weight in weights {
-            let digits = signed_digits(weight);
-            let mut value = Scalar::ZERO;
-            let mut power = Scalar::ONE;
-            let mut last_non_zero: Option<usize> = None;
-            for (position, &digit) in digits.iter().enumerate() {
-                if digit != 0 {
-                    assert!(digit % 2 != 0 && (-15..=15).contains(&digit), "{digit}");
-                    if let Some(last) = last_non_zero {
-                        assert!(position - last >= WINDOW, "non-adjacent");
-                    }
-                    last_non_zero = Some(position);
-                    let magnitude = Scalar::from(u64::from(digit.unsigned_abs()));
-                    value += if digit > 0 { magnitude } else { -magnitude } * power;
-                }
-                power += power;
-            }
-            assert_eq!(value, Scalar::from(weight), "{weight:#x}");
+            let digits = signed_digits(&weight_limbs(weight));
+            assert_eq!(value_of(&digits), Scalar::from(weight), "{weight:#x}");
+            // A 128-bit value needs no digit above position 128.
+            assert!(digits[129..].iter().all(|digit| *digit == 0), "{weight:#x}");
         }
     }
 
     #[test]
+    fn signed_digits_represent_full_scalars() {
+        let mut top_bit = [0u8; 32];
+        top_bit[0] = 0x80;
+        let mut one_per_limb = [0u8; 32];
+        for at in [7usize, 15, 23, 31] {
+            one_per_limb[at] = 1;
+        }
+        let mut scalars: Vec<Scalar> = [top_bit, one_per_limb]
+            .into_iter()
+            .map(|bytes| {
+                Scalar::from_repr(FieldBytes::from(bytes))
+                    .into_option()
+                    .expect("below N")
+            })
+            .collect();
+        scalars.extend([Scalar::ZERO, Scalar::ONE, -Scalar::ONE, -Scalar::from(2u64)]);
+        scalars.extend((0..64).map(scalar_of));
+        for scalar in scalars {
+            // The digits of the limbs give back the scalar: the limbs are its value.
+            let digits = signed_digits(&scalar_limbs(&scalar));
+            assert_eq!(value_of(&digits), scalar, "{scalar:?}");
+        }
+    }
+
+    #[test]
+    fn window_bits_reads_across_limbs() {
+        let limbs = [1u64 << 63, 0b1011, 0, 1 << 63];
+        // Bit 63 of limb 0 and bits 0..4 of limb 1: 1 + 2·0b1011.
+        assert_eq!(window_bits(&limbs, 63), 0b10111);
+        assert_eq!(window_bits(&limbs, 64), 0b01011);
+        assert_eq!(window_bits(&limbs, 255), 1);
+        assert_eq!(window_bits(&limbs, 256), 0);
+    }
+
+    #[test]
     fn straus_matches_lincomb() {
-        let points: Vec<ProjectivePoint> = (0..9)
+        let points: Vec<ProjectivePoint> = (0..12)
             .map(|seed| ProjectivePoint::mul_by_generator(&scalar_of(seed)))
             .collect();
-        let weights: Vec<u128> = (0..8).map(weight_of).chain([u128::MAX]).collect();
+        // Weights, a 128-bit extreme, and full scalars (as the keys have).
+        let mut scalars: Vec<Scalar> = (0..8).map(weight_of).map(Scalar::from).collect();
+        scalars.extend([Scalar::from(u128::MAX), -Scalar::ONE]);
+        scalars.extend((100..102).map(scalar_of));
         let tables: Vec<_> = points.iter().map(|point| odd_multiples(*point)).collect();
-        let digits: Vec<_> = weights
+        let digits: Vec<_> = scalars
             .iter()
-            .map(|weight| signed_digits(*weight))
+            .map(|scalar| signed_digits(&scalar_limbs(scalar)))
             .collect();
         let pairs: Vec<(ProjectivePoint, Scalar)> = points
             .iter()
-            .zip(&weights)
-            .map(|(point, weight)| (*point, Scalar::from(*weight)))
+            .copied()
+            .zip(scalars.iter().copied())
             .collect();
         assert_eq!(
             straus(&tables, &digits),

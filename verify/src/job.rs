@@ -9,7 +9,8 @@
 //! threads. A job is a pure function of its request, so the verification pool can run any
 //! request on any worker, and a slice of requests is the natural unit of work:
 //! [`verify_batch`] runs it through [`crate::verifier::Verifier`] (multi-lane BMT,
-//! batched ECDSA per owner) with the same results as [`verify`] one by one.
+//! batched ECDSA over the known owners' keys) with the same results as [`verify`] one by
+//! one.
 
 use core::fmt;
 
@@ -126,9 +127,9 @@ pub fn verify(request: &VerifyRequest) -> Result<Verified, VerifyError> {
 
 /// Runs `requests`, appending one result per request to `results` in request order (the
 /// caller owns the vector and may reuse it across batches). Each result is [`verify`]'s;
-/// the work goes through a fresh [`Verifier`], so same-owner `Expect::At` chunks after
-/// the first valid one are checked together against its key (a verification pool worker
-/// keeps its verifier, and so its key cache, across batches).
+/// the work goes through a fresh [`Verifier`], so each owner's `Expect::At` chunks after
+/// its first valid one are checked against its key, all owners' together in one batch (a
+/// verification pool worker keeps its verifier, and so its key cache, across batches).
 pub fn verify_batch(requests: &[VerifyRequest], results: &mut Vec<Result<Verified, VerifyError>>) {
     Verifier::new(requests.len().max(1)).verify_batch(requests, results);
 }

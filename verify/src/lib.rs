@@ -2,12 +2,12 @@
 //!
 //! Owns: the BMT hash and CAC address ([`bmt`]) on a multi-lane keccak ([`keccak`]), SOC
 //! parsing and validation exactly as bee's `soc.Valid` ([`soc`]), EIP-191 signing and
-//! owner recovery ([`signer`]), signature checks against a known key, singly and batched
-//! ([`batch`]), the owner-key cache ([`keycache`]), the implicit-authorship binding shapes
-//! and proximity order of BPS.md R11 ([`shape`]), the client-side signing helper
-//! ([`publish`]), the stateless verification job ([`job`]), one worker's fast path
-//! ([`verifier`]), the worker pool that runs jobs in batches ([`pool`]) and the
-//! throughput measurement the bench tool reports ([`measure`]).
+//! owner recovery ([`signer`]), signature checks against known keys, singly and in
+//! batches that mix keys ([`batch`]), the owner-key cache ([`keycache`]), the
+//! implicit-authorship binding shapes and proximity order of BPS.md R11 ([`shape`]), the
+//! client-side signing helper ([`publish`]), the stateless verification job ([`job`]),
+//! one worker's fast path ([`verifier`]), the worker pool that runs jobs in batches
+//! ([`pool`]) and the throughput measurement the bench tool reports ([`measure`]).
 //!
 //! Never: a socket, a runtime (monoio), or state shared between threads. Every function
 //! outside [`verifier`], [`keycache`], [`pool`] and [`measure`] is a pure function of its
@@ -39,7 +39,7 @@ pub mod signer;
 pub mod soc;
 pub mod verifier;
 
-pub use batch::{KnownKey, SameKeyBatch, SignedDigest, verify_with_key};
+pub use batch::{KeyedSignature, KnownKey, KnownKeysBatch, SignedDigest, verify_with_key};
 pub use bmt::{
     BRANCHES, CHUNK_SIZE, CacError, SEGMENT_SIZE, SPAN_SIZE, bmt_root, bmt_root_with, cac_address,
     cac_address_with, validate_cac,

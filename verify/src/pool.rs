@@ -10,9 +10,9 @@
 //! completion callback in one call (in the order the jobs were taken), so the broker wakes
 //! the asking core once per batch rather than once per chunk.
 //!
-//! Each worker owns a [`Verifier`]: multi-lane BMT, a key cache, and the jobs of one
-//! owner verified together with one batched ECDSA check (see [`crate::verifier`]); each
-//! result is exactly [`crate::verify`]'s.
+//! Each worker owns a [`Verifier`]: multi-lane BMT, a key cache, and the jobs of every
+//! cached owner in a batch verified together with one batched ECDSA check (see
+//! [`crate::verifier`]); each result is exactly [`crate::verify`]'s.
 //!
 //! When a batch closes: at `batch_jobs_max` jobs, or when the queue is empty and the
 //! oldest job in hand was submitted `batch_wait_us` ago, whichever comes first. The wait is
@@ -20,7 +20,7 @@
 //! never holds a job back by more than `batch_wait_us` in total: under load the queue is
 //! full, the oldest job has already waited longer, and batches close at once at whatever
 //! size the queue gives (up to the maximum); when the pool is idle, a lone job waits at
-//! most `batch_wait_us` for company that a same-owner batch can verify more cheaply. Zero
+//! most `batch_wait_us` for company that a batched check can verify more cheaply. Zero
 //! turns the wait off (a batch is then whatever is queued when the worker looks).
 
 use std::borrow::Borrow;
@@ -125,7 +125,7 @@ pub struct PoolStats {
     pub recoveries: AtomicU64,
     /// Jobs accepted against a cached key, without recovery.
     pub key_accepts: AtomicU64,
-    /// Batched ECDSA checks run (same-owner groups of two or more).
+    /// Batched ECDSA checks run (one per batch with two or more chunks of cached owners).
     pub batch_checks: AtomicU64,
     /// Batched ECDSA checks that failed and fell back to one check per chunk.
     pub batch_failures: AtomicU64,

@@ -6,8 +6,14 @@
 //! - `Expect::At { owner }` jobs are grouped by owner, in job order within a group. An
 //!   owner whose key is not cached ("cold") has its chunks recovered one by one, exactly
 //!   as [`crate::verify`] does, until one passes; that chunk's key goes into the cache
-//!   ([`KeyCache`]). The rest of the group ("warm") is checked against the cached key in
-//!   one batch ([`SameKeyBatch`]; a single chunk gets a single check);
+//!   ([`KeyCache`]). The rest of every group ("warm": its owner's key is known) goes into
+//!   one check for the whole batch of jobs, all owners together, each chunk against its
+//!   own owner's key ([`KnownKeysBatch`], each owner's key listed once; a lone warm chunk
+//!   gets the single check). So a group chat of many speakers costs one multi-scalar
+//!   multiplication per batch, not one check per chunk. If that check fails, each owner's
+//!   warm chunks are checked again as a batch of their own, and only the chunks of an
+//!   owner whose batch fails are checked one by one: a bad chunk costs the honest owners
+//!   of its batch no more than the per-owner checks they had before multi-key batches;
 //! - implicit-authorship jobs (owner unknown in advance) are recovered one by one.
 //!
 //! Never: rejects on the fast path. The key checks can only accept, and they accept only
@@ -18,16 +24,19 @@
 //! passed, which happens with probability at most 2^-128 per batch. Never shares state
 //! between threads: each worker owns its verifier.
 //!
-//! Cost (measured here, 4 KiB payloads): a warm chunk in a batch of 64 ≈ 17 µs against
-//! ≈ 88 µs for recovery with the scalar BMT. A batch that holds a bad chunk costs, per
-//! chunk, its share of the failed batch check plus one single check (≈ 45 µs), and each
-//! bad chunk also its recovery: the honest chunks of that owner fall back to roughly the
-//! cost of recovering them, the bad ones cost about twice that, and the broker closes the
-//! stream that sent them (R17).
+//! Cost (measured here, 4 KiB payloads): a warm chunk in a batch of 64 of one owner
+//! ≈ 17 µs against ≈ 88 µs for recovery with the scalar BMT. With 64 owners taking turns
+//! (one chunk each per batch), the one multi-key check makes this path 1.6–1.9× faster
+//! than one check per owner (docs/BENCHMARKS.md, issue 12). A batch that holds a bad chunk
+//! costs the failed multi-key check, then the per-owner checks (a single check, ≈ 45 µs,
+//! for an owner with one chunk, and one-key batches otherwise), then single checks of the
+//! failing owner's chunks and the bad chunk's recovery; the broker closes the stream that
+//! sent it (R17).
 
 use std::borrow::Borrow;
+use std::ops::Range;
 
-use crate::batch::{KnownKey, SameKeyBatch, SignedDigest};
+use crate::batch::{KeyedSignature, KnownKey, KnownKeysBatch, SignedDigest};
 use crate::job::{Expect, Verified, VerifyError, VerifyRequest, verify};
 use crate::keycache::KeyCache;
 use crate::soc::{REPLICAS_OWNER, SocRef, signing_digest, validate_keyed_at};
@@ -41,9 +50,10 @@ pub struct VerifierStats {
     pub recoveries: u64,
     /// Chunks accepted against a cached key.
     pub key_accepts: u64,
-    /// Batch checks run (same-owner groups of two or more warm chunks).
+    /// Batch checks run: one per job batch with two or more warm chunks (of any owners),
+    /// and after a failed one, one per owner with two or more.
     pub batch_checks: u64,
-    /// Batch checks that failed and fell back to one check per chunk.
+    /// Batch checks that failed (and fell back owner by owner, or chunk by chunk).
     pub batch_failures: u64,
 }
 
@@ -65,9 +75,14 @@ struct Candidate {
 #[derive(Debug)]
 pub struct Verifier {
     keys: KeyCache,
-    batch: SameKeyBatch,
+    batch: KnownKeysBatch,
     candidates: Vec<Candidate>,
-    signatures: Vec<SignedDigest>,
+    /// The warm owners' keys of the batch being settled, one per owner.
+    warm_keys: Vec<KnownKey>,
+    /// The warm chunks' signatures, each naming its owner's entry in `warm_keys`.
+    warm_signatures: Vec<KeyedSignature>,
+    /// For each entry of `warm_signatures`, its index in `candidates`.
+    warm_candidates: Vec<usize>,
     verdicts: Vec<bool>,
     stats: VerifierStats,
 }
@@ -80,9 +95,11 @@ impl Verifier {
     pub fn new(keys_max: usize) -> Self {
         Self {
             keys: KeyCache::new(keys_max),
-            batch: SameKeyBatch::new(),
+            batch: KnownKeysBatch::new(),
             candidates: Vec::new(),
-            signatures: Vec::new(),
+            warm_keys: Vec::new(),
+            warm_signatures: Vec::new(),
+            warm_candidates: Vec::new(),
             verdicts: Vec::new(),
             stats: VerifierStats::default(),
         }
@@ -134,6 +151,9 @@ impl Verifier {
         }
         // A stable sort: job order is kept within each owner's group.
         self.candidates.sort_by_key(|candidate| candidate.owner);
+        self.warm_keys.clear();
+        self.warm_signatures.clear();
+        self.warm_candidates.clear();
         let mut start = 0;
         while start < self.candidates.len() {
             let owner = self.candidates[start].owner;
@@ -141,13 +161,16 @@ impl Verifier {
                 .iter()
                 .take_while(|candidate| candidate.owner == owner)
                 .count();
-            self.settle_owner(start, start + len, requests, results);
+            self.gather_owner(start, start + len, requests, results);
             start += len;
         }
+        self.settle_warm(requests, results);
     }
 
-    /// Settles `self.candidates[start..end]`, all of one owner.
-    fn settle_owner<R: Borrow<VerifyRequest>>(
+    /// Takes `self.candidates[start..end]`, all of one owner: recovers them one by one
+    /// while the owner's key is unknown, then adds the rest, with the key, to the warm
+    /// lists.
+    fn gather_owner<R: Borrow<VerifyRequest>>(
         &mut self,
         mut start: usize,
         end: usize,
@@ -170,29 +193,83 @@ impl Verifier {
         let Some(key) = key else {
             return;
         };
-        let warm = &self.candidates[start..end];
-        if warm.is_empty() {
+        if start == end {
             return;
         }
-        self.signatures.clear();
-        self.signatures
-            .extend(warm.iter().map(|candidate| candidate.signature));
+        let key_index = self.warm_keys.len();
+        self.warm_keys.push(key);
+        for (candidate, index) in self.candidates[start..end].iter().zip(start..) {
+            self.warm_signatures.push(KeyedSignature {
+                key: key_index,
+                signature: candidate.signature,
+            });
+            self.warm_candidates.push(index);
+        }
+    }
+
+    /// Checks every warm chunk of the batch in one multi-key check; if it fails, owner by
+    /// owner (module docs); the chunks not accepted go through [`crate::verify`].
+    fn settle_warm<R: Borrow<VerifyRequest>>(
+        &mut self,
+        requests: &[R],
+        results: &mut [Result<Verified, VerifyError>],
+    ) {
+        if self.warm_signatures.is_empty() {
+            return;
+        }
         self.verdicts.clear();
-        self.verdicts.resize(warm.len(), false);
-        let passed = self
-            .batch
-            .check_each(&key, &self.signatures, &mut self.verdicts);
-        if warm.len() > 1 {
+        self.verdicts.resize(self.warm_signatures.len(), false);
+        if self.warm_keys.len() == 1 {
+            self.check_warm(0..self.warm_signatures.len());
+        } else {
+            // Two keys or more, so two chunks or more: a real batch.
+            let passed = self.batch.check(&self.warm_keys, &self.warm_signatures);
             self.stats.batch_checks += 1;
             self.stats.batch_failures += u64::from(!passed);
+            if passed {
+                self.verdicts.fill(true);
+            } else {
+                self.check_each_owner();
+            }
         }
-        for (candidate, accepted) in warm.iter().zip(&self.verdicts) {
+        for (index, accepted) in self.warm_candidates.iter().zip(&self.verdicts) {
+            let candidate = &self.candidates[*index];
             if *accepted {
                 self.stats.key_accepts += 1;
             } else {
                 self.stats.recoveries += 1;
                 results[candidate.slot] = verify(requests[candidate.request].borrow());
             }
+        }
+    }
+
+    /// After a failed multi-key check: each owner's warm chunks (contiguous, one key) as
+    /// their own batch, so an honest owner's chunks still pass together and only a failing
+    /// owner's are checked one by one.
+    fn check_each_owner(&mut self) {
+        let mut start = 0;
+        while start < self.warm_signatures.len() {
+            let key = self.warm_signatures[start].key;
+            let len = self.warm_signatures[start..]
+                .iter()
+                .take_while(|keyed| keyed.key == key)
+                .count();
+            self.check_warm(start..start + len);
+            start += len;
+        }
+    }
+
+    /// [`KnownKeysBatch::check_each`] on `self.warm_signatures[range]`, verdicts into the
+    /// same range of `self.verdicts`, counted as a batch check if it holds two or more.
+    fn check_warm(&mut self, range: Range<usize>) {
+        let passed = self.batch.check_each(
+            &self.warm_keys,
+            &self.warm_signatures[range.clone()],
+            &mut self.verdicts[range.clone()],
+        );
+        if range.len() > 1 {
+            self.stats.batch_checks += 1;
+            self.stats.batch_failures += u64::from(!passed);
         }
     }
 }

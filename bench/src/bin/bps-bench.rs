@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use bps_bench::load::ceiling::measure_verify;
+use bps_bench::load::ceiling::{measure_pipeline, measure_verify};
 use bps_bench::load::config::{LoadConfig, Mode};
 use bps_bench::load::conns::measure_conns;
 use bps_bench::load::plan::Plan;
@@ -176,6 +176,10 @@ struct VerifyArgs {
     /// Seed of the signing key.
     #[arg(long, default_value = "1", value_name = "N")]
     seed: u64,
+    /// Publishers of the many-publisher shape (chunks signed round robin, all keys warm):
+    /// naive vs one check per owner vs one multi-key check per batch vs the pool.
+    #[arg(long, default_value = "64", value_name = "N")]
+    owners: usize,
     /// Write the JSON report here (`-`: stdout).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -439,11 +443,22 @@ fn verify(args: VerifyArgs) -> Result<u8, UsageError> {
         ));
     }
     let duration = parse_duration("--duration", &args.duration)?;
+    // Every owner's key must fit the pipeline's key cache, or the shape is not warm.
+    let owners_max = bps_verify::measure::MeasureConfig::default()
+        .pool
+        .key_cache_keys_max;
+    if !(1..=owners_max).contains(&args.owners) {
+        return Err(usage(
+            "--owners",
+            format!("expected 1 to {owners_max} publishers, got {}", args.owners),
+        ));
+    }
     let config = serde_json::json!({
         "size": args.size,
         "duration": duration.as_secs_f64(),
         "cpu": args.cpu,
         "seed": args.seed,
+        "owners": args.owners,
     });
     let mut report = Report::new(Mode::Verify.name(), config);
     report.size = args.size as u64;
@@ -452,21 +467,8 @@ fn verify(args: VerifyArgs) -> Result<u8, UsageError> {
             report.measured_s = duration.as_secs_f64();
             report.merge_figures(serde_json::to_value(&figures).unwrap_or_default());
             // The same core, next: the old per-chunk path against the pool's real path.
-            let pipeline = bps_verify::measure::measure(&bps_verify::measure::MeasureConfig {
-                payload_bytes: args.size,
-                duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-                ..bps_verify::measure::MeasureConfig::default()
-            });
-            report.merge_figures(serde_json::json!({
-                "naive_socs_per_s": pipeline.naive_socs_per_s,
-                "pipeline_socs_per_s": pipeline.pipeline_socs_per_s,
-                "pipeline_speedup": pipeline.pipeline_speedup(),
-                "pipeline_batch_jobs_mean": pipeline.pipeline_batch_jobs_mean,
-                "bmt_scalar_us": pipeline.bmt_scalar_us,
-                "bmt_multilane_us": pipeline.bmt_multilane_us,
-                "bmt_speedup": pipeline.bmt_speedup(),
-                "bmt_lanes": pipeline.lanes.to_string(),
-            }));
+            let pipeline = measure_pipeline(args.size, duration, args.owners);
+            report.merge_figures(serde_json::to_value(&pipeline).unwrap_or_default());
             finish(&mut report, &Slo::default(), args.json.as_ref())
         }
         Err(error) => {
