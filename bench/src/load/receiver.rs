@@ -1,9 +1,16 @@
-//! The subscribing side of the generator: one thread per core, each multiplexing its share
-//! of the subscriber streams over epoll, checking every delivery and timing it.
+//! The receiving side of the generator: one thread per core, each multiplexing its share
+//! of the receiving streams over level-triggered epoll.
 //!
-//! Owns: [`Endpoint`] (one nonblocking stream with its read buffer and what its subscriber
-//! has seen), [`Check`] (how a delivery is checked), the receive loop ([`run`]) and its
-//! [`Totals`]. Each delivery is
+//! Owns: [`Endpoint`] (one nonblocking stream and how it reads), [`Check`] (how a delivery
+//! is checked), the receive loop ([`run`]) and its [`Totals`]. Most streams only count:
+//! [`Check::Count`] subscribers and the publishers' own streams (which, under publishers
+//! ALL, receive the other publishers' messages, R25) take everything queued with one
+//! `recv(MSG_TRUNC)` per readiness event, discarded in the kernel, and count deliveries
+//! as whole frames of the run's one frame length ([`ByteCounter`]); a delivery counts as
+//! measured when it completes inside the measurement window, and loss shows at the end as
+//! fewer frames than were sent to the stream, a partial frame, or a reset. The sample of
+//! subscribers that reads every frame (one read of up to [`READ_BUFFER_BYTES`] per event)
+//! handles each delivery in turn:
 //! 1. split off the read buffer in place (BPS: varint frames via `bps_proto::peek_frame`;
 //!    NATS: `MSG` lines), with no copy for the cheap checks;
 //! 2. checked: [`Check::Verify`] runs the client library's [`Subscriber`] (id derivation,
@@ -17,6 +24,11 @@
 //!
 //! Never: writes to a broker (except NATS `PONG`s), reconnects (a closed stream is counted
 //! as a reset and stays closed: reconnecting would hide loss), or blocks on one stream.
+//!
+//! Measured (docs/BENCHMARKS.md, "Generator receive path"): with counting, the receiving
+//! thread's cost per delivery no longer includes a 4 KiB copy and comparison, and the one
+//! `recv` per event is already the fewest system calls level-triggered epoll allows
+//! (edge-triggered would need a second `recv` to see `EAGAIN`).
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -27,16 +39,18 @@ use std::time::Duration;
 use bps_proto::{FRAME_BYTES_MAX_DEFAULT, peek_frame};
 use bytes::{Bytes, BytesMut};
 
+use crate::load::byte_counter::{ByteCounter, discard};
 use crate::load::latency::Latency;
 use crate::load::poller::{Interest, Poller, Ready};
 use crate::load::schedule::now_ns;
 use crate::load::shared::Shared;
 use crate::load::stamp::{Stamp, broadcast_payload};
+use crate::load::thread_cpu::{CpuMeter, ThreadCpu};
 use bps_client::subscriber::{Event, Subscriber};
 
-/// Read buffer per stream: several 4 KiB frames per `read` call, and always room for the
-/// largest frame after compaction.
-pub const READ_BUFFER_BYTES: usize = 32 * 1024;
+/// Read buffer per reading stream: a dozen 4 KiB frames per `read` call, and always room
+/// for the largest frame after compaction.
+pub const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 const _: () = assert!(READ_BUFFER_BYTES >= 2 * (FRAME_BYTES_MAX_DEFAULT + 16));
 
@@ -55,6 +69,14 @@ pub enum Check {
     Bytes,
     /// The stamp only.
     Stamp,
+    /// Bytes only, discarded in the kernel: every delivery is `frame_bytes` on the wire
+    /// and carries `payload_bytes`.
+    Count {
+        /// Wire bytes of one delivery.
+        frame_bytes: usize,
+        /// Payload bytes of one delivery.
+        payload_bytes: usize,
+    },
 }
 
 /// Which protocol a stream speaks.
@@ -74,31 +96,62 @@ struct Track {
     last_measured: Option<u64>,
 }
 
+/// How a reading stream checks each frame (the reading kinds of [`Check`]).
+#[derive(Debug)]
+enum FrameCheck {
+    Verify(Box<Subscriber>),
+    Bytes,
+    Stamp,
+}
+
 /// What one subscriber knows, apart from its socket.
 #[derive(Debug)]
 struct SubState {
     wire: Wire,
     cohort: u32,
     first_publisher: u32,
-    check: Check,
+    check: FrameCheck,
     tracks: Vec<Track>,
 }
 
-/// One subscriber stream.
+/// One receiving stream.
 #[derive(Debug)]
 pub struct Endpoint {
     stream: TcpStream,
+    open: bool,
+    cohort: u32,
+    /// A publisher's own stream: the publisher's global number.
+    own_publisher: Option<u32>,
+    reader: Reader,
+}
+
+/// How an endpoint reads.
+#[derive(Debug)]
+enum Reader {
+    /// Every frame, into a buffer, checked and timed.
+    Frames(Frames),
+    /// Bytes only (module docs).
+    Counter {
+        counter: ByteCounter,
+        payload_bytes: u64,
+        /// Bytes that came with the `Ack`, accounted at the first turn.
+        leftover: u64,
+    },
+}
+
+/// A reading stream's buffer and what its subscriber has seen.
+#[derive(Debug)]
+struct Frames {
     buf: Vec<u8>,
     start: usize,
     end: usize,
-    open: bool,
     state: SubState,
 }
 
 impl Endpoint {
-    /// A joined stream of cohort `cohort`, whose publishers are the global numbers
-    /// `first_publisher .. first_publisher + publishers`, with bytes already read after the
-    /// handshake in `leftover`. The socket is switched to nonblocking.
+    /// A joined subscriber stream of cohort `cohort`, whose publishers are the global
+    /// numbers `first_publisher .. first_publisher + publishers`, with bytes already read
+    /// after the handshake in `leftover`. The socket is switched to nonblocking.
     pub fn new(
         stream: TcpStream,
         leftover: &BytesMut,
@@ -109,27 +162,108 @@ impl Endpoint {
         check: Check,
     ) -> io::Result<Self> {
         stream.set_nonblocking(true)?;
-        let mut buf = vec![0u8; READ_BUFFER_BYTES.max(leftover.len())];
-        buf[..leftover.len()].copy_from_slice(leftover);
+        let frames = |check: FrameCheck| {
+            let mut buf = vec![0u8; READ_BUFFER_BYTES.max(leftover.len())];
+            buf[..leftover.len()].copy_from_slice(leftover);
+            Reader::Frames(Frames {
+                buf,
+                start: 0,
+                end: leftover.len(),
+                state: SubState {
+                    wire,
+                    cohort,
+                    first_publisher,
+                    check,
+                    tracks: vec![Track::default(); publishers as usize],
+                },
+            })
+        };
+        let reader = match check {
+            Check::Count {
+                frame_bytes,
+                payload_bytes,
+            } => Reader::Counter {
+                counter: ByteCounter::new(frame_bytes),
+                payload_bytes: payload_bytes as u64,
+                leftover: leftover.len() as u64,
+            },
+            Check::Verify(subscriber) => frames(FrameCheck::Verify(subscriber)),
+            Check::Bytes => frames(FrameCheck::Bytes),
+            Check::Stamp => frames(FrameCheck::Stamp),
+        };
         Ok(Self {
             stream,
-            buf,
-            start: 0,
-            end: leftover.len(),
             open: true,
-            state: SubState {
-                wire,
-                cohort,
-                first_publisher,
-                check,
-                tracks: vec![Track::default(); publishers as usize],
-            },
+            cohort,
+            own_publisher: None,
+            reader,
         })
+    }
+
+    /// Publisher `publisher`'s own stream in cohort `cohort`, counted like a
+    /// [`Check::Count`] subscriber: it receives the cohort's other publishers (R25).
+    pub fn publisher_stream(
+        stream: TcpStream,
+        leftover: &BytesMut,
+        cohort: u32,
+        publisher: u32,
+        frame_bytes: usize,
+        payload_bytes: usize,
+    ) -> io::Result<Self> {
+        let check = Check::Count {
+            frame_bytes,
+            payload_bytes,
+        };
+        let mut endpoint = Self::new(stream, leftover, Wire::Bps, cohort, 0, 0, check)?;
+        endpoint.own_publisher = Some(publisher);
+        Ok(endpoint)
     }
 
     /// Whether this subscriber runs the full verification.
     pub fn verifies(&self) -> bool {
-        matches!(self.state.check, Check::Verify(_))
+        matches!(
+            &self.reader,
+            Reader::Frames(Frames {
+                state: SubState {
+                    check: FrameCheck::Verify(_),
+                    ..
+                },
+                ..
+            })
+        )
+    }
+
+    /// Whether this stream only counts bytes.
+    pub fn counts(&self) -> bool {
+        matches!(self.reader, Reader::Counter { .. })
+    }
+}
+
+/// What a counting stream received, for the loss check at the end of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountedStream {
+    /// Its cohort.
+    pub cohort: u32,
+    /// A publisher's own stream: the publisher (it receives everyone else in the cohort).
+    pub own_publisher: Option<u32>,
+    /// Whole frames received.
+    pub frames: u64,
+    /// Bytes of an incomplete last frame.
+    pub partial_bytes: u64,
+    /// Still open at the end (not reset).
+    pub open: bool,
+}
+
+impl CountedStream {
+    /// Frames missing when `expected` were sent to this stream.
+    pub fn missing(&self, expected: u64) -> u64 {
+        expected.saturating_sub(self.frames)
+    }
+
+    /// Whether the stream fell short of `expected` or ended inside a frame: bytes short of
+    /// what was sent (a reset is reported as such besides).
+    pub fn is_short(&self, expected: u64) -> bool {
+        self.frames < expected || self.partial_bytes > 0
     }
 }
 
@@ -138,7 +272,7 @@ impl Endpoint {
 pub struct Totals {
     /// Deliveries received (all, warm-up included).
     pub deliveries: u64,
-    /// Deliveries of measured messages.
+    /// Deliveries of measured messages to the subscribers that read every frame.
     pub measured: u64,
     /// Payload bytes of measured deliveries.
     pub payload_bytes: u64,
@@ -159,6 +293,14 @@ pub struct Totals {
     pub latency: Latency,
     /// Deliveries per cohort (all), for the closed loop's window.
     pub cohort_deliveries: Vec<u64>,
+    /// Frames completed on counting streams (all, warm-up included).
+    pub counted_frames: u64,
+    /// Of those, frames completed inside the measurement window.
+    pub counted_measured: u64,
+    /// Every counting stream, at the end.
+    pub counted_streams: Vec<CountedStream>,
+    /// The receiving threads' CPU use.
+    pub threads: Vec<ThreadCpu>,
 }
 
 impl Totals {
@@ -176,6 +318,11 @@ impl Totals {
             self.first_error.clone_from(&other.first_error);
         }
         self.latency.merge(&other.latency);
+        self.counted_frames += other.counted_frames;
+        self.counted_measured += other.counted_measured;
+        self.counted_streams
+            .extend_from_slice(&other.counted_streams);
+        self.threads.extend(other.threads.iter().cloned());
     }
 
     fn fail(&mut self, message: impl FnOnce() -> String) {
@@ -193,11 +340,19 @@ struct Flushed {
     measured: u64,
     invalid: u64,
     resets: u64,
+    counted_frames: u64,
     cohort_deliveries: Vec<u64>,
 }
 
-/// Receives on `endpoints` until `shared.stop` is set; returns what was counted.
-pub fn run(mut endpoints: Vec<Endpoint>, shared: &Arc<Shared>) -> io::Result<Totals> {
+/// Receives on `endpoints` until `shared.stop` is set; returns what was counted. `index`
+/// and `cpu` (the CPU the thread is pinned to) label its CPU figures.
+pub fn run(
+    mut endpoints: Vec<Endpoint>,
+    shared: &Arc<Shared>,
+    index: usize,
+    cpu: Option<usize>,
+) -> io::Result<Totals> {
+    let mut meter = CpuMeter::start(shared.measure_from_ns, shared.measure_to_ns);
     let mut poller = Poller::new()?;
     for (token, endpoint) in endpoints.iter().enumerate() {
         poller.add(endpoint.stream.as_raw_fd(), token as u64, Interest::Read)?;
@@ -215,9 +370,10 @@ pub fn run(mut endpoints: Vec<Endpoint>, shared: &Arc<Shared>) -> io::Result<Tot
         let now = now_ns();
         endpoint.process(now, shared, &mut totals);
     }
-    let mut ready: Vec<Ready> = Vec::with_capacity(512);
+    let mut ready: Vec<Ready> = Vec::new();
     while !shared.stopping() {
         poller.wait(&mut ready, WAIT_STEP)?;
+        meter.tick(now_ns());
         for event in &ready {
             let Some(endpoint) = usize::try_from(event.token)
                 .ok()
@@ -236,15 +392,28 @@ pub fn run(mut endpoints: Vec<Endpoint>, shared: &Arc<Shared>) -> io::Result<Tot
         flush(shared, &totals, &mut flushed);
     }
     for endpoint in &endpoints {
-        if endpoint.open {
-            for track in &endpoint.state.tracks {
-                if let (Some(first), Some(last)) = (track.first_measured, track.last_measured) {
-                    totals.measured_span += last - first + 1;
+        match &endpoint.reader {
+            Reader::Frames(frames) if endpoint.open => {
+                for track in &frames.state.tracks {
+                    if let (Some(first), Some(last)) = (track.first_measured, track.last_measured) {
+                        totals.measured_span += last - first + 1;
+                    }
                 }
             }
+            Reader::Frames(_) => {}
+            Reader::Counter { counter, .. } => totals.counted_streams.push(CountedStream {
+                cohort: endpoint.cohort,
+                own_publisher: endpoint.own_publisher,
+                frames: counter.frames(),
+                partial_bytes: counter.partial_bytes(),
+                open: endpoint.open,
+            }),
         }
     }
     flush(shared, &totals, &mut flushed);
+    totals
+        .threads
+        .push(meter.finish("receive", index, cpu, endpoints.len()));
     Ok(totals)
 }
 
@@ -256,6 +425,10 @@ fn flush(shared: &Shared, totals: &Totals, flushed: &mut Flushed) {
     );
     Shared::add(&shared.invalid, totals.invalid - flushed.invalid);
     Shared::add(&shared.resets, totals.resets - flushed.resets);
+    Shared::add(
+        &shared.counted_frames,
+        totals.counted_frames - flushed.counted_frames,
+    );
     for ((counter, total), done) in shared
         .cohort_delivered
         .iter()
@@ -269,36 +442,60 @@ fn flush(shared: &Shared, totals: &Totals, flushed: &mut Flushed) {
     flushed.measured = totals.measured;
     flushed.invalid = totals.invalid;
     flushed.resets = totals.resets;
+    flushed.counted_frames = totals.counted_frames;
 }
 
 impl Endpoint {
     fn on_readable(&mut self, shared: &Shared, totals: &mut Totals) {
-        for _ in 0..READS_PER_WAKE {
-            if self.end == self.buf.len() {
-                self.compact();
+        let result = match &mut self.reader {
+            Reader::Frames(frames) => frames.on_readable(&self.stream, shared, totals),
+            Reader::Counter {
+                counter,
+                payload_bytes,
+                ..
+            } => match discard(self.stream.as_raw_fd()) {
+                Ok(0) => Err("the broker closed a stream".to_owned()),
+                Ok(bytes) => {
+                    let frames = counter.add(bytes as u64);
+                    let sizes = (*payload_bytes, counter.frame_bytes());
+                    let subscriber = self.own_publisher.is_none().then_some(self.cohort);
+                    account_counted(frames, sizes, subscriber, shared, totals);
+                    Ok(())
+                }
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    Ok(())
+                }
+                Err(error) => Err(format!("stream error: {error}")),
+            },
+        };
+        if let Err(reason) = result {
+            self.close(totals, || reason);
+        }
+    }
+
+    /// Handles what came with the `Ack`, before the first wait.
+    fn process(&mut self, now: u64, shared: &Shared, totals: &mut Totals) {
+        let result = match &mut self.reader {
+            Reader::Frames(frames) => frames.process(now, &self.stream, shared, totals),
+            Reader::Counter {
+                counter,
+                payload_bytes,
+                leftover,
+            } => {
+                let frames = counter.add(std::mem::take(leftover));
+                let sizes = (*payload_bytes, counter.frame_bytes());
+                let subscriber = self.own_publisher.is_none().then_some(self.cohort);
+                account_counted(frames, sizes, subscriber, shared, totals);
+                Ok(())
             }
-            match self.stream.read(&mut self.buf[self.end..]) {
-                Ok(0) => {
-                    self.close(totals, || {
-                        "the broker closed a subscriber stream".to_owned()
-                    });
-                    return;
-                }
-                Ok(read) => {
-                    self.end += read;
-                    let full = self.end == self.buf.len();
-                    self.process(now_ns(), shared, totals);
-                    if !full {
-                        return;
-                    }
-                }
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                Err(error) => {
-                    self.close(totals, || format!("subscriber stream error: {error}"));
-                    return;
-                }
-            }
+        };
+        if let Err(reason) = result {
+            self.close(totals, || reason);
         }
     }
 
@@ -309,6 +506,63 @@ impl Endpoint {
             totals.first_error = Some(reason());
         }
     }
+}
+
+/// Counts `frames` just completed on a counting stream, each of `(payload, wire)` bytes:
+/// measured when they complete inside the window; a subscriber's (`subscriber_of` is its
+/// cohort) also toward its cohort's closed-loop window.
+fn account_counted(
+    frames: u64,
+    (payload_bytes, frame_bytes): (u64, u64),
+    subscriber_of: Option<u32>,
+    shared: &Shared,
+    totals: &mut Totals,
+) {
+    if frames == 0 {
+        return;
+    }
+    totals.counted_frames += frames;
+    if shared.measured(now_ns()) {
+        totals.counted_measured += frames;
+        totals.payload_bytes += frames * payload_bytes;
+        totals.wire_bytes += frames * frame_bytes;
+    }
+    if let Some(count) =
+        subscriber_of.and_then(|cohort| totals.cohort_deliveries.get_mut(cohort as usize))
+    {
+        *count += frames;
+    }
+}
+
+impl Frames {
+    fn on_readable(
+        &mut self,
+        stream: &TcpStream,
+        shared: &Shared,
+        totals: &mut Totals,
+    ) -> Result<(), String> {
+        let mut stream = stream;
+        for _ in 0..READS_PER_WAKE {
+            if self.end == self.buf.len() {
+                self.compact();
+            }
+            match stream.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Err("the broker closed a subscriber stream".to_owned()),
+                Ok(read) => {
+                    self.end += read;
+                    let full = self.end == self.buf.len();
+                    self.process(now_ns(), stream, shared, totals)?;
+                    if !full {
+                        return Ok(());
+                    }
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(format!("subscriber stream error: {error}")),
+            }
+        }
+        Ok(())
+    }
 
     /// Moves the unprocessed bytes to the front of the buffer.
     fn compact(&mut self) {
@@ -318,14 +572,16 @@ impl Endpoint {
     }
 
     /// Handles every complete message in the buffer; `now` is when its bytes arrived.
-    fn process(&mut self, now: u64, shared: &Shared, totals: &mut Totals) {
-        let result = match self.state.wire {
-            Wire::Bps => self.process_bps(now, shared, totals),
-            Wire::Nats => self.process_nats(now, shared, totals),
-        };
-        if let Err(reason) = result {
-            self.close(totals, || reason);
-            return;
+    fn process(
+        &mut self,
+        now: u64,
+        stream: &TcpStream,
+        shared: &Shared,
+        totals: &mut Totals,
+    ) -> Result<(), String> {
+        match self.state.wire {
+            Wire::Bps => self.process_bps(now, shared, totals)?,
+            Wire::Nats => self.process_nats(now, stream, shared, totals)?,
         }
         if self.start == self.end {
             self.start = 0;
@@ -333,6 +589,7 @@ impl Endpoint {
         } else if self.buf.len() - self.start < FRAME_BYTES_MAX_DEFAULT + 16 {
             self.compact();
         }
+        Ok(())
     }
 
     fn process_bps(
@@ -362,6 +619,7 @@ impl Endpoint {
     fn process_nats(
         &mut self,
         now: u64,
+        stream: &TcpStream,
         shared: &Shared,
         totals: &mut Totals,
     ) -> Result<(), String> {
@@ -395,7 +653,8 @@ impl Endpoint {
         }
         if pong {
             // Six bytes into an empty send buffer; a full one means the stream is dead anyway.
-            self.stream
+            let mut stream = stream;
+            stream
                 .write_all(b"PONG\r\n")
                 .map_err(|error| format!("NATS PONG: {error}"))?;
         }
@@ -421,33 +680,35 @@ impl SubState {
         totals: &mut Totals,
     ) {
         match &mut self.check {
-            Check::Verify(subscriber) => match subscriber.on_frame(Bytes::copy_from_slice(body)) {
-                Event::Data { payload, index, .. } => {
-                    let stamp = match Stamp::decode(&payload) {
-                        Ok(stamp) => stamp,
-                        Err(error) => return totals.fail(|| error.to_string()),
-                    };
-                    let expected = shared
-                        .publishers
-                        .get(stamp.publisher as usize)
-                        .and_then(|publisher| publisher.base_index)
-                        .map(|base| base.wrapping_add(stamp.sequence));
-                    if expected.is_some_and(|expected| expected != index) {
-                        return totals.fail(|| {
-                            format!(
-                                "DATA index {index} does not carry sequence {}",
-                                stamp.sequence
-                            )
-                        });
+            FrameCheck::Verify(subscriber) => {
+                match subscriber.on_frame(Bytes::copy_from_slice(body)) {
+                    Event::Data { payload, index, .. } => {
+                        let stamp = match Stamp::decode(&payload) {
+                            Ok(stamp) => stamp,
+                            Err(error) => return totals.fail(|| error.to_string()),
+                        };
+                        let expected = shared
+                            .publishers
+                            .get(stamp.publisher as usize)
+                            .and_then(|publisher| publisher.base_index)
+                            .map(|base| base.wrapping_add(stamp.sequence));
+                        if expected.is_some_and(|expected| expected != index) {
+                            return totals.fail(|| {
+                                format!(
+                                    "DATA index {index} does not carry sequence {}",
+                                    stamp.sequence
+                                )
+                            });
+                        }
+                        self.account(stamp, payload.len() as u64, wire_bytes, now, shared, totals);
                     }
-                    self.account(stamp, payload.len() as u64, wire_bytes, now, shared, totals);
+                    Event::Dropped { reason } => {
+                        totals.fail(|| format!("verification failed: {reason}"))
+                    }
+                    other => totals.fail(|| format!("unexpected delivery: {other:?}")),
                 }
-                Event::Dropped { reason } => {
-                    totals.fail(|| format!("verification failed: {reason}"))
-                }
-                other => totals.fail(|| format!("unexpected delivery: {other:?}")),
-            },
-            Check::Bytes => {
+            }
+            FrameCheck::Bytes => {
                 let payload = match broadcast_payload(body) {
                     Ok(payload) => payload,
                     Err(error) => return totals.fail(|| error.to_string()),
@@ -486,7 +747,7 @@ impl SubState {
                 }
                 self.account(stamp, payload.len() as u64, wire_bytes, now, shared, totals);
             }
-            Check::Stamp => match broadcast_payload(body) {
+            FrameCheck::Stamp => match broadcast_payload(body) {
                 Ok(payload) => self.on_payload(payload, wire_bytes, now, shared, totals),
                 Err(error) => totals.fail(|| error.to_string()),
             },
