@@ -19,6 +19,7 @@ use bps_bench::load::config::{LoadConfig, Mode, Shape};
 use bps_bench::load::conns::measure_conns;
 use bps_bench::load::plan::Plan;
 use bps_bench::load::report::{Report, SloVerdict};
+use bps_bench::load::report_chart::{ChartKind, ReportSeries, chart_of};
 use bps_bench::load::run::{RunError, run};
 use bps_bench::load::sender::PUBLISHERS_PER_SEND_THREAD;
 use bps_bench::load::sink::Sink;
@@ -59,6 +60,8 @@ enum ModeCommand {
     Verify(VerifyArgs),
     /// A bare relay without verification, to measure the generator's own ceiling.
     Sink(SinkArgs),
+    /// Draw an SVG bar chart from JSON reports (`bench/compare` draws its charts so).
+    Chart(ChartArgs),
 }
 
 /// Where the report goes and what it must meet.
@@ -237,6 +240,48 @@ struct SinkArgs {
     duration: Option<String>,
 }
 
+#[derive(Debug, Args)]
+struct ChartArgs {
+    /// What the chart shows: `fanout` (deliveries/s against N, log scale), `latency`
+    /// (p50..p99.9 of one run per series), `shapes` (deliveries/s per named shape).
+    #[arg(value_enum)]
+    kind: ChartKindArg,
+    /// One series: `NAME=REPORT.json[,REPORT.json...]` (repeatable, one colour each); a
+    /// missing or failed report shows as n/a.
+    #[arg(long = "series", value_name = "NAME=PATHS", required = true)]
+    series: Vec<String>,
+    /// Where the SVG goes.
+    #[arg(long, value_name = "PATH")]
+    out: PathBuf,
+    /// The title (default: the kind's own).
+    #[arg(long, default_value = "", value_name = "TEXT")]
+    title: String,
+    /// A line under the title (default: the first report's commit, CPU and payload size).
+    #[arg(long, value_name = "TEXT")]
+    subtitle: Option<String>,
+}
+
+/// `bps-bench chart KIND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ChartKindArg {
+    /// Deliveries per second against subscribers per cohort.
+    Fanout,
+    /// Latency percentiles.
+    Latency,
+    /// Deliveries per second per named shape.
+    Shapes,
+}
+
+impl From<ChartKindArg> for ChartKind {
+    fn from(kind: ChartKindArg) -> Self {
+        match kind {
+            ChartKindArg::Fanout => Self::Fanout,
+            ChartKindArg::Latency => Self::Latency,
+            ChartKindArg::Shapes => Self::Shapes,
+        }
+    }
+}
+
 /// Bad input: the argument and why.
 #[derive(Debug)]
 struct UsageError {
@@ -261,6 +306,7 @@ fn main() -> ExitCode {
         ModeCommand::Conns(args) => conns(args),
         ModeCommand::Verify(args) => verify(args),
         ModeCommand::Sink(args) => sink(args),
+        ModeCommand::Chart(args) => chart(args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
@@ -582,4 +628,52 @@ fn sink(args: SinkArgs) -> Result<u8, UsageError> {
             Ok(EXIT_FAILED)
         }
     }
+}
+
+/// A report file as JSON; a missing or unreadable one is `null` (drawn as n/a).
+fn read_report(path: &str) -> serde_json::Value {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The default subtitle: where the first report that ran came from.
+fn subtitle_of(series: &[ReportSeries]) -> String {
+    series
+        .iter()
+        .flat_map(|one| one.reports.iter())
+        .find_map(|report| {
+            let environment = report.get("environment")?;
+            Some(format!(
+                "commit {}, {}, {} B payload; shared 2-vCPU VM, noisy",
+                environment.get("git_revision")?.as_str()?,
+                environment.get("cpu")?.as_str()?,
+                report.get("size")?.as_u64()?
+            ))
+        })
+        .unwrap_or_default()
+}
+
+fn chart(args: ChartArgs) -> Result<u8, UsageError> {
+    let mut series = Vec::new();
+    for text in &args.series {
+        let Some((name, paths)) = text.split_once('=') else {
+            return Err(usage(
+                "--series",
+                format!("expected NAME=REPORT.json[,REPORT.json...], got {text:?}"),
+            ));
+        };
+        series.push(ReportSeries {
+            name: name.to_owned(),
+            reports: paths.split(',').map(read_report).collect(),
+        });
+    }
+    let mut chart = chart_of(args.kind.into(), &series, &args.title);
+    chart.subtitle = args.subtitle.unwrap_or_else(|| subtitle_of(&series));
+    if let Err(error) = std::fs::write(&args.out, chart.to_svg()) {
+        eprintln!("bps-bench: cannot write {}: {error}", args.out.display());
+        return Ok(EXIT_FAILED);
+    }
+    Ok(EXIT_OK)
 }

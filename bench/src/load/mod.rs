@@ -18,6 +18,7 @@
 //! - [`latency`]: HdrHistogram recording and percentiles;
 //! - [`slo`]: `--slo` and `--max-loss`;
 //! - [`report`]: the JSON report and summary;
+//! - [`chart`]: SVG bar charts; [`report_chart`]: which chart shows which report fields;
 //! - [`run`]: the timeline of `pubsub`, `pub`, `sub` and `nats`;
 //! - [`nats`]: the NATS handshake for side-by-side runs;
 //! - [`conns`]: idle streams and broker memory per stream;
@@ -31,6 +32,7 @@
 
 pub mod byte_counter;
 pub mod ceiling;
+pub mod chart;
 pub mod config;
 pub mod conns;
 pub mod dial;
@@ -41,6 +43,7 @@ pub mod poller;
 pub mod presign;
 pub mod receiver;
 pub mod report;
+pub mod report_chart;
 pub mod run;
 pub mod schedule;
 pub mod sender;

@@ -820,3 +820,114 @@ impl SubState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
+
+    use super::*;
+
+    fn socket_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let writer = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (reader, _) = listener.accept().expect("accept");
+        (writer, reader)
+    }
+
+    fn counting(reader: TcpStream, frame_bytes: usize) -> Endpoint {
+        let check = Check::Count {
+            frame_bytes,
+            payload_bytes: frame_bytes - 10,
+        };
+        Endpoint::new(reader, &BytesMut::new(), Wire::Bps, 0, 0, 1, check).expect("endpoint")
+    }
+
+    /// Runs one receiving thread over `endpoints` (the whole run is the measurement
+    /// window) until `done` says so, then stops it.
+    fn receive(endpoints: Vec<Endpoint>, done: impl Fn(&Shared) -> bool) -> Totals {
+        let now = now_ns();
+        let shared = Arc::new(Shared::new(now, now + 60_000_000_000, Vec::new(), vec![2]));
+        let thread_shared = Arc::clone(&shared);
+        let handle = std::thread::spawn(move || run(endpoints, &thread_shared, 0, None));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done(&shared) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        shared.stop.store(true, Ordering::Relaxed);
+        handle.join().expect("receiver").expect("no I/O error")
+    }
+
+    #[test]
+    fn counting_streams_count_whole_frames_and_show_loss_and_resets() {
+        const FRAME: usize = 300;
+        // Stream A gets 3 frames in uneven writes and stays open; stream B gets 2.5 frames
+        // and is closed by its peer (a reset, with bytes short of a frame).
+        let (mut writer_a, reader_a) = socket_pair();
+        let (mut writer_b, reader_b) = socket_pair();
+        let endpoints = vec![counting(reader_a, FRAME), counting(reader_b, FRAME)];
+        let frames_a = vec![1u8; 3 * FRAME];
+        let writing = std::thread::spawn(move || {
+            for piece in frames_a.chunks(128) {
+                writer_a.write_all(piece).expect("write a");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            writer_b
+                .write_all(&[2u8; 2 * FRAME + FRAME / 2])
+                .expect("write b");
+            drop(writer_b);
+            writer_a
+        });
+        let totals = receive(endpoints, |shared| {
+            shared.counted_frames.load(Ordering::Relaxed) >= 5
+                && shared.resets.load(Ordering::Relaxed) >= 1
+        });
+        let _writer_a = writing.join().expect("writer");
+        assert_eq!(totals.counted_frames, 5);
+        assert_eq!(totals.counted_measured, 5, "all inside the window");
+        assert_eq!(totals.wire_bytes, 5 * FRAME as u64);
+        assert_eq!(totals.payload_bytes, 5 * (FRAME as u64 - 10));
+        assert_eq!(totals.cohort_deliveries, [5], "subscribers feed the window");
+        assert_eq!(totals.resets, 1);
+        assert_eq!(totals.latency.count(), 0, "counting streams are not timed");
+        let mut streams = totals.counted_streams.clone();
+        streams.sort_by_key(|stream| stream.frames);
+        let (b, a) = (streams[0], streams[1]);
+        assert_eq!((a.frames, a.partial_bytes, a.open), (3, 0, true));
+        assert!(!a.is_short(3) && a.missing(3) == 0);
+        assert!(a.is_short(4), "a fourth frame sent would be missing");
+        assert_eq!(
+            (b.frames, b.partial_bytes, b.open),
+            (2, FRAME as u64 / 2, false)
+        );
+        assert!(b.is_short(3));
+        assert_eq!(b.missing(3), 1);
+        assert!(
+            b.is_short(2),
+            "ending inside a frame is short even when the count adds up"
+        );
+        assert_eq!(totals.threads.len(), 1);
+        assert_eq!(totals.threads[0].streams, 2);
+    }
+
+    #[test]
+    fn a_publisher_stream_counts_but_does_not_feed_the_subscribers_window() {
+        let (mut writer, reader) = socket_pair();
+        let endpoint =
+            Endpoint::publisher_stream(reader, &BytesMut::from(&[7u8; 150][..]), 0, 3, 100, 90)
+                .expect("endpoint");
+        assert!(endpoint.counts() && !endpoint.verifies());
+        writer.write_all(&[7u8; 250]).expect("write");
+        let totals = receive(vec![endpoint], |shared| {
+            shared.counted_frames.load(Ordering::Relaxed) >= 4
+        });
+        assert_eq!(
+            totals.counted_frames, 4,
+            "150 bytes with the Ack + 250 after"
+        );
+        assert_eq!(totals.cohort_deliveries, [0]);
+        assert_eq!(totals.counted_streams[0].own_publisher, Some(3));
+        assert_eq!(totals.counted_streams[0].partial_bytes, 0);
+    }
+}

@@ -1136,3 +1136,74 @@ impl Progress {
         self.last_delivered = delivered;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bps_proto::Binding;
+
+    use super::*;
+    use crate::load::latency::LatencySummary;
+
+    fn outcome(publisher: u32, written: u64) -> SendOutcome {
+        SendOutcome {
+            publisher,
+            sent: written,
+            written,
+            measured: 0,
+            measured_sent: 0,
+            exhausted: false,
+            backlog: 0,
+            lag: LatencySummary::default(),
+            skipped: 0,
+            realtime: false,
+            error: None,
+        }
+    }
+
+    fn stream(
+        own_publisher: Option<u32>,
+        frames: u64,
+        partial_bytes: u64,
+        open: bool,
+    ) -> CountedStream {
+        CountedStream {
+            cohort: 0,
+            own_publisher,
+            frames,
+            partial_bytes,
+            open,
+        }
+    }
+
+    #[test]
+    fn counted_streams_expect_everyone_but_their_own_publisher_and_loss_shows() {
+        // One ALL cohort of three publishers (D7): 10, 20 and 30 frames written.
+        let plan = Plan::new(1, 1, 3, 2, Binding::Mnemonic).expect("plan");
+        let outcomes = [outcome(0, 10), outcome(1, 20), outcome(2, 30)];
+        let written = Written::of(&plan, &outcomes, &|_| 0);
+        assert_eq!(
+            written.expected_for(0, None),
+            60,
+            "a subscriber gets everything"
+        );
+        assert_eq!(written.expected_for(0, Some(1)), 40, "never its own (R25)");
+        // Two counting subscribers and the three publisher streams.
+        assert_eq!(written.expected_total(&[2], &plan), 2 * 60 + 50 + 40 + 30);
+        let streams = [
+            stream(None, 60, 0, true),
+            stream(None, 57, 100, false),
+            stream(Some(0), 50, 0, true),
+            stream(Some(1), 40, 0, true),
+            stream(Some(2), 31, 0, true),
+        ];
+        let tally = written.tally(&streams, 200);
+        assert_eq!(tally.expected_frames, 60 + 60 + 50 + 40 + 30);
+        assert_eq!(
+            tally.received_frames,
+            60 + 57 + 50 + 40 + 30,
+            "a stream's surplus never hides another's loss"
+        );
+        assert_eq!((tally.short_streams, tally.reset_streams), (1, 1));
+        assert_eq!(tally.measured_frames, 200);
+    }
+}
