@@ -154,8 +154,9 @@ struct LoadArgs {
     /// Closed loop: messages presigned per publisher (the run ends early if they run out).
     #[arg(long, default_value = "20000", value_name = "N")]
     presign: u64,
-    /// Closed loop: messages a publisher may be ahead of its cohort's average subscriber,
-    /// so the offered load is what the server delivers without dropping (0: unbounded).
+    /// Closed loop: messages a cohort's publishers may be ahead of its average subscriber
+    /// (shared among them, at least 1 each), so the offered load is what the server
+    /// delivers without dropping (0: unbounded).
     #[arg(long, default_value = "32", value_name = "MESSAGES")]
     window: u64,
     #[command(flatten)]

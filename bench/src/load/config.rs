@@ -191,8 +191,8 @@ pub struct LoadConfig {
     pub cpus: Vec<usize>,
     /// Closed loop: messages presigned per publisher (the run ends early if they run out).
     pub presign: u64,
-    /// Closed loop: messages a publisher may be ahead of its cohort's average subscriber
-    /// (0: unbounded, only TCP pushes back).
+    /// Closed loop: messages a cohort's publishers may be ahead of its average subscriber,
+    /// shared among them (0: unbounded, only TCP pushes back).
     pub window: u64,
     /// No progress lines.
     pub quiet: bool,

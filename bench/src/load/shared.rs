@@ -115,8 +115,9 @@ impl Shared {
 
     /// Closed loop with a window of `window` messages: the number of messages of a
     /// publisher of `cohort` that may have been sent, given its subscribers' deliveries
-    /// so far (`None`: no subscribers here, no window). With several publishers, the
-    /// average subscriber's deliveries are shared out evenly among them.
+    /// so far (`None`: no subscribers here, no window). The window is the cohort's: with
+    /// several publishers each may be `window / publishers` (at least 1) ahead, since every
+    /// subscriber's queue holds all of their messages (R26 bounds it).
     pub fn window_limit(&self, cohort: u32, window: u64) -> Option<u64> {
         let subscribers = *self.cohort_subscribers.get(cohort as usize)?;
         let publishers = self.cohort_publishers.get(cohort as usize)?.max(&1);
@@ -127,7 +128,7 @@ impl Shared {
             .cohort_delivered
             .get(cohort as usize)?
             .load(Ordering::Relaxed);
-        Some(delivered / subscribers / publishers + window)
+        Some(delivered / subscribers / publishers + (window / publishers).max(1))
     }
 
     /// Whether the receivers should stop.
@@ -166,9 +167,11 @@ mod tests {
         assert_eq!(shared.window_limit(0, 8), Some(8), "nothing delivered yet");
         Shared::add(&shared.cohort_delivered[0], 10 * 30);
         assert_eq!(shared.window_limit(0, 8), Some(30 + 8));
-        // 4 subscribers got 200 messages each, 4 from each of the 50 publishers.
+        // 4 subscribers got 200 messages each, 4 from each of the 50 publishers; a window of
+        // 100 for the cohort is 2 per publisher, and never less than 1.
         Shared::add(&shared.cohort_delivered[1], 4 * 200);
-        assert_eq!(shared.window_limit(1, 8), Some(4 + 8));
+        assert_eq!(shared.window_limit(1, 100), Some(4 + 2));
+        assert_eq!(shared.window_limit(1, 8), Some(4 + 1));
         assert_eq!(shared.window_limit(1, 0), None, "window 0: unbounded");
         assert_eq!(shared.window_limit(2, 8), None, "no such cohort");
     }
