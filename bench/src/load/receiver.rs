@@ -4,10 +4,12 @@
 //! Owns: [`Endpoint`] (one nonblocking stream and how it reads), [`Check`] (how a delivery
 //! is checked), the receive loop ([`run`]) and its [`Totals`]. Most streams only count:
 //! [`Check::Count`] subscribers and the publishers' own streams (which, under publishers
-//! ALL, receive the other publishers' messages, R25) take everything queued with one
-//! `recv(MSG_TRUNC)` per readiness event, discarded in the kernel, and count deliveries
-//! as whole frames of the run's one frame length ([`ByteCounter`]); a delivery counts as
-//! measured when it completes inside the measurement window, and loss shows at the end as
+//! ALL, receive the other publishers' messages, R25) sit in an epoll set of their own that
+//! is harvested every 1 to 4 ms ([`COUNT_INTERVAL_MAX`], shorter when a stream holds much):
+//! one `recv(MSG_TRUNC)` per ready stream takes everything queued, discarded in the kernel
+//! without a copy, and the deliveries are counted as whole frames of the run's one frame
+//! length ([`ByteCounter`]); a delivery counts as measured when it completes inside the
+//! measurement window, and loss shows at the end as
 //! fewer frames than were sent to the stream, a partial frame, or a reset. The sample of
 //! subscribers that reads every frame (one read of up to [`READ_BUFFER_BYTES`] per event)
 //! handles each delivery in turn:
@@ -26,9 +28,10 @@
 //! as a reset and stays closed: reconnecting would hide loss), or blocks on one stream.
 //!
 //! Measured (docs/BENCHMARKS.md, "Generator receive path"): with counting, the receiving
-//! thread's cost per delivery no longer includes a 4 KiB copy and comparison, and the one
-//! `recv` per event is already the fewest system calls level-triggered epoll allows
-//! (edge-triggered would need a second `recv` to see `EAGAIN`).
+//! thread's cost per delivery no longer includes a 4 KiB copy and comparison; what is left
+//! is mostly the kernel's per-packet work and the acknowledgements each read sends, which
+//! the harvest spreads over several frames. Edge-triggered epoll would not help: it needs a
+//! second `recv` per event to see `EAGAIN`.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -59,6 +62,21 @@ const READS_PER_WAKE: usize = 4;
 
 /// How long one epoll wait may block before the stop flag is looked at again.
 const WAIT_STEP: Duration = Duration::from_millis(20);
+
+/// Counting streams are harvested together, at most this far apart: a few frames pile up
+/// per stream in between, so one `recv` takes several and the kernel acknowledges them
+/// once, where reading at every readiness event took about one frame per system call.
+const COUNT_INTERVAL_MAX: Duration = Duration::from_millis(4);
+
+/// ...and at least this far apart (epoll's timeout is whole milliseconds).
+const COUNT_INTERVAL_MIN: Duration = Duration::from_millis(1);
+
+/// A harvest that finds a stream holding this much halves the interval: its socket buffer
+/// must never fill, or the server would queue for it and reset it (R26).
+const COUNT_BYTES_HIGH: usize = 64 * 1024;
+
+/// A harvest whose fullest stream held less than this doubles the interval.
+const COUNT_BYTES_LOW: usize = 16 * 1024;
 
 /// How a subscriber checks each delivery.
 #[derive(Debug)]
@@ -122,6 +140,8 @@ pub struct Endpoint {
     cohort: u32,
     /// A publisher's own stream: the publisher's global number.
     own_publisher: Option<u32>,
+    /// Its deliveries count toward its cohort's closed-loop window.
+    feeds_window: bool,
     reader: Reader,
 }
 
@@ -196,6 +216,7 @@ impl Endpoint {
             open: true,
             cohort,
             own_publisher: None,
+            feeds_window: true,
             reader,
         })
     }
@@ -216,7 +237,16 @@ impl Endpoint {
         };
         let mut endpoint = Self::new(stream, leftover, Wire::Bps, cohort, 0, 0, check)?;
         endpoint.own_publisher = Some(publisher);
+        endpoint.feeds_window = false;
         Ok(endpoint)
+    }
+
+    /// The same subscriber, left out of its cohort's closed-loop window: a counting
+    /// stream is read in harvests up to [`COUNT_INTERVAL_MAX`] apart, so where the cohort
+    /// has reading subscribers (read at once) the window follows those.
+    pub fn outside_window(mut self) -> Self {
+        self.feeds_window = false;
+        self
     }
 
     /// Whether this subscriber runs the full verification.
@@ -354,8 +384,14 @@ pub fn run(
 ) -> io::Result<Totals> {
     let mut meter = CpuMeter::start(shared.measure_from_ns, shared.measure_to_ns);
     let mut poller = Poller::new()?;
+    let mut counting = Poller::new()?;
     for (token, endpoint) in endpoints.iter().enumerate() {
-        poller.add(endpoint.stream.as_raw_fd(), token as u64, Interest::Read)?;
+        let set = if endpoint.counts() {
+            &counting
+        } else {
+            &poller
+        };
+        set.add(endpoint.stream.as_raw_fd(), token as u64, Interest::Read)?;
     }
     let mut totals = Totals {
         cohort_deliveries: vec![0; shared.cohort_subscribers.len()],
@@ -371,23 +407,17 @@ pub fn run(
         endpoint.process(now, shared, &mut totals);
     }
     let mut ready: Vec<Ready> = Vec::new();
+    let mut harvest = Harvest::new(now_ns());
     while !shared.stopping() {
-        poller.wait(&mut ready, WAIT_STEP)?;
-        meter.tick(now_ns());
-        for event in &ready {
-            let Some(endpoint) = usize::try_from(event.token)
-                .ok()
-                .and_then(|token| endpoints.get_mut(token))
-            else {
-                continue;
-            };
-            if event.readable && endpoint.open {
-                endpoint.on_readable(shared, &mut totals);
-                if !endpoint.open {
-                    // Closing deregisters the socket; the stream stays closed (module docs).
-                    poller.remove(endpoint.stream.as_raw_fd())?;
-                }
-            }
+        let timeout = WAIT_STEP.min(harvest.due_in(now_ns()));
+        poller.wait(&mut ready, timeout)?;
+        let now = now_ns();
+        meter.tick(now);
+        serve(&ready, &mut endpoints, &poller, shared, &mut totals)?;
+        if harvest.is_due(now) {
+            counting.wait(&mut ready, Duration::ZERO)?;
+            let fullest = serve(&ready, &mut endpoints, &counting, shared, &mut totals)?;
+            harvest.next(now_ns(), fullest);
         }
         flush(shared, &totals, &mut flushed);
     }
@@ -415,6 +445,71 @@ pub fn run(
         .threads
         .push(meter.finish("receive", index, cpu, endpoints.len()));
     Ok(totals)
+}
+
+/// Reads every endpoint `ready` names from `set` (closing deregisters it: the stream stays
+/// closed, module docs); returns the most bytes one counting stream took.
+fn serve(
+    ready: &[Ready],
+    endpoints: &mut [Endpoint],
+    set: &Poller,
+    shared: &Shared,
+    totals: &mut Totals,
+) -> io::Result<usize> {
+    let mut fullest = 0;
+    for event in ready {
+        let Some(endpoint) = usize::try_from(event.token)
+            .ok()
+            .and_then(|token| endpoints.get_mut(token))
+        else {
+            continue;
+        };
+        if event.readable && endpoint.open {
+            fullest = fullest.max(endpoint.on_readable(shared, totals));
+            if !endpoint.open {
+                set.remove(endpoint.stream.as_raw_fd())?;
+            }
+        }
+    }
+    Ok(fullest)
+}
+
+/// When the counting streams are read next, and how far apart (module docs).
+#[derive(Debug, Clone, Copy)]
+struct Harvest {
+    at_ns: u64,
+    interval: Duration,
+}
+
+impl Harvest {
+    fn new(now_ns: u64) -> Self {
+        Self {
+            at_ns: now_ns,
+            interval: COUNT_INTERVAL_MIN,
+        }
+    }
+
+    fn is_due(&self, now_ns: u64) -> bool {
+        now_ns >= self.at_ns
+    }
+
+    /// Time to the next harvest, rounded up to epoll's whole milliseconds.
+    fn due_in(&self, now_ns: u64) -> Duration {
+        let nanos = self.at_ns.saturating_sub(now_ns);
+        Duration::from_millis(nanos.div_ceil(1_000_000))
+    }
+
+    /// Schedules the next harvest after one that found at most `fullest` bytes on a stream.
+    fn next(&mut self, now_ns: u64, fullest: usize) {
+        self.interval = if fullest >= COUNT_BYTES_HIGH {
+            (self.interval / 2).max(COUNT_INTERVAL_MIN)
+        } else if fullest < COUNT_BYTES_LOW {
+            (self.interval * 2).min(COUNT_INTERVAL_MAX)
+        } else {
+            self.interval
+        };
+        self.at_ns = now_ns + self.interval.as_nanos() as u64;
+    }
 }
 
 fn flush(shared: &Shared, totals: &Totals, flushed: &mut Flushed) {
@@ -446,21 +541,22 @@ fn flush(shared: &Shared, totals: &Totals, flushed: &mut Flushed) {
 }
 
 impl Endpoint {
-    fn on_readable(&mut self, shared: &Shared, totals: &mut Totals) {
-        let result = match &mut self.reader {
-            Reader::Frames(frames) => frames.on_readable(&self.stream, shared, totals),
+    /// Reads what is ready; returns the bytes a counting stream took (0 for the others).
+    fn on_readable(&mut self, shared: &Shared, totals: &mut Totals) -> usize {
+        let window = self.feeds_window.then_some(self.cohort);
+        let (result, taken) = match &mut self.reader {
+            Reader::Frames(frames) => (frames.on_readable(&self.stream, shared, totals), 0),
             Reader::Counter {
                 counter,
                 payload_bytes,
                 ..
             } => match discard(self.stream.as_raw_fd()) {
-                Ok(0) => Err("the broker closed a stream".to_owned()),
+                Ok(0) => (Err("the broker closed a stream".to_owned()), 0),
                 Ok(bytes) => {
                     let frames = counter.add(bytes as u64);
                     let sizes = (*payload_bytes, counter.frame_bytes());
-                    let subscriber = self.own_publisher.is_none().then_some(self.cohort);
-                    account_counted(frames, sizes, subscriber, shared, totals);
-                    Ok(())
+                    account_counted(frames, sizes, window, shared, totals);
+                    (Ok(()), bytes)
                 }
                 Err(error)
                     if matches!(
@@ -468,14 +564,15 @@ impl Endpoint {
                         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                     ) =>
                 {
-                    Ok(())
+                    (Ok(()), 0)
                 }
-                Err(error) => Err(format!("stream error: {error}")),
+                Err(error) => (Err(format!("stream error: {error}")), 0),
             },
         };
         if let Err(reason) = result {
             self.close(totals, || reason);
         }
+        taken
     }
 
     /// Handles what came with the `Ack`, before the first wait.
@@ -489,8 +586,8 @@ impl Endpoint {
             } => {
                 let frames = counter.add(std::mem::take(leftover));
                 let sizes = (*payload_bytes, counter.frame_bytes());
-                let subscriber = self.own_publisher.is_none().then_some(self.cohort);
-                account_counted(frames, sizes, subscriber, shared, totals);
+                let window = self.feeds_window.then_some(self.cohort);
+                account_counted(frames, sizes, window, shared, totals);
                 Ok(())
             }
         };
@@ -509,12 +606,12 @@ impl Endpoint {
 }
 
 /// Counts `frames` just completed on a counting stream, each of `(payload, wire)` bytes:
-/// measured when they complete inside the window; a subscriber's (`subscriber_of` is its
-/// cohort) also toward its cohort's closed-loop window.
+/// measured when they complete inside the window; also toward the closed-loop window of
+/// cohort `window_of`, if any.
 fn account_counted(
     frames: u64,
     (payload_bytes, frame_bytes): (u64, u64),
-    subscriber_of: Option<u32>,
+    window_of: Option<u32>,
     shared: &Shared,
     totals: &mut Totals,
 ) {
@@ -528,7 +625,7 @@ fn account_counted(
         totals.wire_bytes += frames * frame_bytes;
     }
     if let Some(count) =
-        subscriber_of.and_then(|cohort| totals.cohort_deliveries.get_mut(cohort as usize))
+        window_of.and_then(|cohort| totals.cohort_deliveries.get_mut(cohort as usize))
     {
         *count += frames;
     }
@@ -912,6 +1009,47 @@ mod tests {
     }
 
     #[test]
+    fn harvests_spread_out_while_streams_hold_little_and_close_up_when_one_holds_much() {
+        let mut harvest = Harvest::new(0);
+        assert!(harvest.is_due(0));
+        harvest.next(0, 100);
+        assert_eq!(
+            harvest.interval,
+            COUNT_INTERVAL_MIN * 2,
+            "little queued: wait longer"
+        );
+        for _ in 0..10 {
+            harvest.next(0, 100);
+        }
+        assert_eq!(
+            harvest.interval, COUNT_INTERVAL_MAX,
+            "never longer than the maximum"
+        );
+        assert_eq!(harvest.due_in(0), COUNT_INTERVAL_MAX);
+        harvest.next(0, COUNT_BYTES_LOW);
+        assert_eq!(
+            harvest.interval, COUNT_INTERVAL_MAX,
+            "between the marks: unchanged"
+        );
+        harvest.next(0, COUNT_BYTES_HIGH);
+        assert_eq!(
+            harvest.interval,
+            COUNT_INTERVAL_MAX / 2,
+            "a full stream: sooner"
+        );
+        for _ in 0..10 {
+            harvest.next(1_000, COUNT_BYTES_HIGH);
+        }
+        assert_eq!(harvest.interval, COUNT_INTERVAL_MIN);
+        assert!(!harvest.is_due(1_000) && harvest.is_due(1_000 + 1_000_000));
+        assert_eq!(
+            harvest.due_in(1_001),
+            Duration::from_millis(1),
+            "rounded up to 1 ms"
+        );
+    }
+
+    #[test]
     fn a_publisher_stream_counts_but_does_not_feed_the_subscribers_window() {
         let (mut writer, reader) = socket_pair();
         let endpoint =
@@ -929,5 +1067,13 @@ mod tests {
         assert_eq!(totals.cohort_deliveries, [0]);
         assert_eq!(totals.counted_streams[0].own_publisher, Some(3));
         assert_eq!(totals.counted_streams[0].partial_bytes, 0);
+        // A counting subscriber left out of the window counts all the same.
+        let (mut writer, reader) = socket_pair();
+        let endpoint = counting(reader, 100).outside_window();
+        writer.write_all(&[7u8; 200]).expect("write");
+        let totals = receive(vec![endpoint], |shared| {
+            shared.counted_frames.load(Ordering::Relaxed) >= 2
+        });
+        assert_eq!((totals.counted_frames, totals.cohort_deliveries[0]), (2, 0));
     }
 }

@@ -215,19 +215,22 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     let frame_bytes = cohort_frame_bytes(&plan, &frames_by_publisher);
     let checked_per_cohort = reading_subscribers(&plan, &subscribers);
     let counted_per_cohort = counted_subscribers(&plan, &subscribers);
-    let buckets = build_buckets(config, &plan, wire, subscribers, &joined, &frame_bytes)?;
+    let buckets = build_buckets(
+        config,
+        &plan,
+        wire,
+        subscribers,
+        &joined,
+        (&frame_bytes, &checked_per_cohort),
+    )?;
     let cpu_at_start = cpu_seconds();
     let wall_at_start = Instant::now();
-    let cohort_subscribers = plan
-        .cohorts
+    // The closed loop's window follows the reading subscribers, read at once, where a
+    // cohort has any (the counting ones are read in harvests, receiver module docs).
+    let cohort_subscribers = checked_per_cohort
         .iter()
-        .map(|cohort| {
-            if config.mode.subscribes() {
-                cohort.subscribers.len() as u64
-            } else {
-                0
-            }
-        })
+        .zip(&counted_per_cohort)
+        .map(|(reading, counting)| if *reading > 0 { *reading } else { *counting })
         .collect();
     let shared = Arc::new(Shared::new(
         measure_from,
@@ -716,13 +719,14 @@ fn counts_publisher_stream(wire: Wire, plan: &Plan, cohort: u32) -> bool {
 /// verification, ~70 µs, must not hold up the other streams behind it on the same thread,
 /// or the broker would reset those for full queues, R26, and the run would measure the
 /// generator), then the counted publisher streams round robin over the other buckets.
+/// `frame_bytes` is each cohort's frame length, `reading` its subscribers that read.
 fn build_buckets(
     config: &LoadConfig,
     plan: &Plan,
     wire: Wire,
     subscribers: Vec<JoinedSubscriber>,
     publishers: &[JoinedPublisher],
-    frame_bytes: &[Result<usize, String>],
+    (frame_bytes, reading): (&[Result<usize, String>], &[u64]),
 ) -> Result<Vec<Vec<Endpoint>>, RunError> {
     let threads = config.threads.max(1);
     let verifying = subscribers
@@ -780,7 +784,14 @@ fn build_buckets(
             check,
         )
         .map_err(failed("subscriber socket"))?;
-        buckets[bucket].push(endpoint);
+        let has_readers = reading
+            .get(subscriber.cohort as usize)
+            .is_some_and(|count| *count > 0);
+        buckets[bucket].push(if endpoint.counts() && has_readers {
+            endpoint.outside_window()
+        } else {
+            endpoint
+        });
     }
     for publisher in publishers
         .iter()
