@@ -20,6 +20,9 @@ use bytes::BytesMut;
 
 use crate::load::dial;
 
+/// Bytes of a server's `PING\r\n` line.
+pub const NATS_PING_BYTES: u64 = 6;
+
 /// Bound on each handshake round trip (connecting has its own, [`dial::CONNECT_TIMEOUT`]).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -44,6 +44,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::load::byte_counter::{ByteCounter, discard};
 use crate::load::latency::Latency;
+use crate::load::nats::NATS_PING_BYTES;
 use crate::load::poller::{Interest, Poller, Ready};
 use crate::load::schedule::now_ns;
 use crate::load::shared::Shared;
@@ -153,6 +154,7 @@ enum Reader {
     /// Bytes only (module docs).
     Counter {
         counter: ByteCounter,
+        wire: Wire,
         payload_bytes: u64,
         /// Bytes that came with the `Ack`, accounted at the first turn.
         leftover: u64,
@@ -204,6 +206,7 @@ impl Endpoint {
                 payload_bytes,
             } => Reader::Counter {
                 counter: ByteCounter::new(frame_bytes),
+                wire,
                 payload_bytes: payload_bytes as u64,
                 leftover: leftover.len() as u64,
             },
@@ -280,6 +283,10 @@ pub struct CountedStream {
     pub frames: u64,
     /// Bytes of an incomplete last frame.
     pub partial_bytes: u64,
+    /// NATS: `PING`s the server sent between the frames (it measures each client's round
+    /// trip so, unasked); a counting stream cannot tell their 6 bytes from a frame's, so a
+    /// remainder of whole `PING`s is taken for them rather than for a partial frame.
+    pub server_pings: u64,
     /// Still open at the end (not reset).
     pub open: bool,
 }
@@ -431,13 +438,24 @@ pub fn run(
                 }
             }
             Reader::Frames(_) => {}
-            Reader::Counter { counter, .. } => totals.counted_streams.push(CountedStream {
-                cohort: endpoint.cohort,
-                own_publisher: endpoint.own_publisher,
-                frames: counter.frames(),
-                partial_bytes: counter.partial_bytes(),
-                open: endpoint.open,
-            }),
+            Reader::Counter { counter, wire, .. } => {
+                let partial = counter.partial_bytes();
+                let pings = partial / NATS_PING_BYTES;
+                let (partial_bytes, server_pings) =
+                    if *wire == Wire::Nats && partial % NATS_PING_BYTES == 0 {
+                        (0, pings)
+                    } else {
+                        (partial, 0)
+                    };
+                totals.counted_streams.push(CountedStream {
+                    cohort: endpoint.cohort,
+                    own_publisher: endpoint.own_publisher,
+                    frames: counter.frames(),
+                    partial_bytes,
+                    server_pings,
+                    open: endpoint.open,
+                });
+            }
         }
     }
     flush(shared, &totals, &mut flushed);
@@ -583,6 +601,7 @@ impl Endpoint {
                 counter,
                 payload_bytes,
                 leftover,
+                ..
             } => {
                 let frames = counter.add(std::mem::take(leftover));
                 let sizes = (*payload_bytes, counter.frame_bytes());
@@ -992,6 +1011,7 @@ mod tests {
         streams.sort_by_key(|stream| stream.frames);
         let (b, a) = (streams[0], streams[1]);
         assert_eq!((a.frames, a.partial_bytes, a.open), (3, 0, true));
+        assert_eq!(a.server_pings, 0);
         assert!(!a.is_short(3) && a.missing(3) == 0);
         assert!(a.is_short(4), "a fourth frame sent would be missing");
         assert_eq!(
@@ -1075,5 +1095,47 @@ mod tests {
             shared.counted_frames.load(Ordering::Relaxed) >= 2
         });
         assert_eq!((totals.counted_frames, totals.cohort_deliveries[0]), (2, 0));
+    }
+
+    #[test]
+    fn a_nats_counting_stream_takes_a_remainder_of_whole_pings_for_pings() {
+        let nats = |reader| {
+            let check = Check::Count {
+                frame_bytes: 100,
+                payload_bytes: 80,
+            };
+            Endpoint::new(reader, &BytesMut::new(), Wire::Nats, 0, 0, 1, check).expect("endpoint")
+        };
+        let (mut pinged, reader_a) = socket_pair();
+        let (mut truncated, reader_b) = socket_pair();
+        pinged.write_all(&[b'm'; 200]).expect("write");
+        pinged.write_all(b"PING\r\n").expect("write");
+        truncated.write_all(&[b'm'; 207]).expect("write");
+        let totals = receive(vec![nats(reader_a), nats(reader_b)], |shared| {
+            shared.counted_frames.load(Ordering::Relaxed) >= 4
+        });
+        let mut streams = totals.counted_streams.clone();
+        streams.sort_by_key(|stream| stream.partial_bytes);
+        assert_eq!(
+            (
+                streams[0].frames,
+                streams[0].partial_bytes,
+                streams[0].server_pings
+            ),
+            (2, 0, 1)
+        );
+        assert!(!streams[0].is_short(2));
+        assert_eq!(
+            (
+                streams[1].frames,
+                streams[1].partial_bytes,
+                streams[1].server_pings
+            ),
+            (2, 7, 0)
+        );
+        assert!(
+            streams[1].is_short(2),
+            "7 bytes are no whole PING: a partial frame"
+        );
     }
 }

@@ -1182,6 +1182,7 @@ mod tests {
             own_publisher,
             frames,
             partial_bytes,
+            server_pings: 0,
             open,
         }
     }
