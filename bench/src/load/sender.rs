@@ -47,8 +47,13 @@ const FRAMES_PER_WRITE: u64 = 16;
 /// Longest sleep between looks at the socket and the clock.
 const IDLE_WAIT: Duration = Duration::from_millis(5);
 
-/// Sleep while the closed loop's window is full (deliveries are counted in batches).
+/// Sleep while the closed loop's window is full (deliveries are counted in batches), per
+/// publisher of the thread: a thread of many publishers that woke every 50 µs to look at
+/// their windows would take the core from the receiving thread that fills them...
 const WINDOW_WAIT: Duration = Duration::from_micros(50);
+
+/// ...so a thread sleeps `WINDOW_WAIT` times its publishers, up to this.
+const WINDOW_WAIT_MAX: Duration = Duration::from_millis(1);
 
 /// Where message bytes come from.
 #[derive(Debug, Clone)]
@@ -198,6 +203,8 @@ pub fn run(
         .map(|task| Lane::new(task, shared))
         .collect();
     let mut scratch = vec![0u8; INBOUND_READ_BYTES];
+    let window_wait =
+        (WINDOW_WAIT * u32::try_from(lanes.len()).unwrap_or(u32::MAX)).min(WINDOW_WAIT_MAX);
     let mut poll = PollSet::new();
     let mut slots: Vec<usize> = Vec::with_capacity(lanes.len());
     loop {
@@ -207,7 +214,7 @@ pub fn run(
         poll.clear();
         slots.clear();
         for (at, lane) in lanes.iter_mut().enumerate() {
-            let Some(wake) = lane.turn(now, shared, &mut scratch) else {
+            let Some(wake) = lane.turn(now, shared, window_wait, &mut scratch) else {
                 continue;
             };
             earliest = Some(earliest.map_or(wake.at_ns, |earliest| earliest.min(wake.at_ns)));
@@ -338,12 +345,19 @@ impl Lane {
             .map_or(scheduled, |limit| scheduled.min(limit))
     }
 
-    /// One turn: write what is due; `None` once the task is done.
-    fn turn(&mut self, now: u64, shared: &Shared, scratch: &mut [u8]) -> Option<Wake> {
+    /// One turn: write what is due; `None` once the task is done. A full closed-loop
+    /// window is looked at again after `window_wait`.
+    fn turn(
+        &mut self,
+        now: u64,
+        shared: &Shared,
+        window_wait: Duration,
+        scratch: &mut [u8],
+    ) -> Option<Wake> {
         if self.done {
             return None;
         }
-        match self.step(now, shared, scratch) {
+        match self.step(now, shared, window_wait, scratch) {
             Ok(Some(wake)) => Some(wake),
             Ok(None) => {
                 self.done = true;
@@ -356,7 +370,13 @@ impl Lane {
         }
     }
 
-    fn step(&mut self, now: u64, shared: &Shared, scratch: &mut [u8]) -> io::Result<Option<Wake>> {
+    fn step(
+        &mut self,
+        now: u64,
+        shared: &Shared,
+        window_wait: Duration,
+        scratch: &mut [u8],
+    ) -> io::Result<Option<Wake>> {
         if now >= self.task.deadline_ns {
             return Ok(None);
         }
@@ -390,7 +410,7 @@ impl Lane {
         let at_ns = match self.task.schedule.intended_ns(self.next) {
             _ if blocked => idle,
             Some(next_at) => next_at.min(idle),
-            None if window_full => now + WINDOW_WAIT.as_nanos() as u64,
+            None if window_full => now + window_wait.as_nanos() as u64,
             None => now,
         };
         Ok(Some(Wake {
