@@ -136,7 +136,7 @@ struct LoadArgs {
     /// compare it byte for byte with the published frame and record latency; the rest only
     /// count bytes, discarded in the kernel (loss still shows as bytes short of what was
     /// sent, or a reset).
-    #[arg(long, default_value = "0.05", value_name = "FRACTION")]
+    #[arg(long, default_value = "0.02", value_name = "FRACTION")]
     check_fraction: f64,
     /// At least this many subscribers in the run read every frame (spread over the
     /// cohorts), so latency percentiles rest on enough samples.

@@ -5,7 +5,7 @@
 //! is checked), the receive loop ([`run`]) and its [`Totals`]. Most streams only count:
 //! [`Check::Count`] subscribers and the publishers' own streams (which, under publishers
 //! ALL, receive the other publishers' messages, R25) sit in an epoll set of their own that
-//! is harvested every 1 to 4 ms ([`COUNT_INTERVAL_MAX`], shorter when a stream holds much):
+//! is harvested every 1 to 10 ms ([`COUNT_INTERVAL_MAX`], shorter when a stream holds much):
 //! one `recv(MSG_TRUNC)` per ready stream takes everything queued, discarded in the kernel
 //! without a copy, and the deliveries are counted as whole frames of the run's one frame
 //! length ([`ByteCounter`]); a delivery counts as measured when it completes inside the
@@ -67,7 +67,7 @@ const WAIT_STEP: Duration = Duration::from_millis(20);
 /// Counting streams are harvested together, at most this far apart: a few frames pile up
 /// per stream in between, so one `recv` takes several and the kernel acknowledges them
 /// once, where reading at every readiness event took about one frame per system call.
-const COUNT_INTERVAL_MAX: Duration = Duration::from_millis(4);
+const COUNT_INTERVAL_MAX: Duration = Duration::from_millis(10);
 
 /// ...and at least this far apart (epoll's timeout is whole milliseconds).
 const COUNT_INTERVAL_MIN: Duration = Duration::from_millis(1);
