@@ -282,8 +282,8 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
         .map(|(index, bucket)| {
             let shared = Arc::clone(&shared);
             let cpu = next_cpu();
-            // Verifying threads beside byte-checking ones yield the core to them (module
-            // docs of join_subscribers); a verifying stream that falls behind is reset by
+            // Verifying threads beside byte-checking ones yield the core to them (docs of
+            // build_buckets); a verifying stream that falls behind is reset by
             // the broker and reported, instead of dragging every stream down.
             let yielding = mixed && bucket.iter().all(Endpoint::verifies);
             thread::Builder::new()
