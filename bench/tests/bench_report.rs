@@ -2,8 +2,9 @@
 //! read by other tools, and `--slo`/`--max-loss` decide the exit code.
 
 use bps_bench::load::latency::{LatencySummary, Percentile};
-use bps_bench::load::report::{REPORT_VERSION, Report};
+use bps_bench::load::report::{CountedFigures, PeerLoadFigures, REPORT_VERSION, Report};
 use bps_bench::load::slo::{Miss, Slo, parse_duration_us};
+use bps_bench::load::thread_cpu::ThreadCpu;
 use serde_json::{Value, json};
 
 const CONTRACT_FIELDS: [&str; 13] = [
@@ -82,6 +83,107 @@ fn the_report_has_every_contract_field_with_its_type() {
     for field in ["send_lag_us", "presigned", "presign_s", "threads"] {
         assert!(value["generator"].get(field).is_some(), "generator.{field}");
     }
+}
+
+#[test]
+fn the_report_says_who_checked_how_and_what_each_generator_thread_used() {
+    let mut report = Report::new("pubsub", Value::Null);
+    report.shape = "group-chat".to_owned();
+    (report.publishers, report.subscribers) = (50, 50);
+    report.verification.check_fraction = 0.05;
+    report.verification.check_min = 20;
+    report.verification.verifying_subscribers = 1;
+    report.verification.byte_checked_subscribers = 19;
+    report.verification.counted_only_subscribers = 30;
+    report.verification.counted_publisher_streams = 50;
+    report.verification.counted = CountedFigures {
+        expected_frames: 1000,
+        received_frames: 998,
+        measured_frames: 600,
+        short_streams: 1,
+        reset_streams: 1,
+    };
+    report.peer_load = Some(PeerLoadFigures {
+        sources: 50,
+        streams_per_source_per_cohort_max: 2,
+        cohorts_per_source_max: 1,
+    });
+    report.generator.send_threads = 1;
+    report.generator.receive_window_busy_cores_max = Some(0.42);
+    report.generator.thread_cpu = vec![
+        ThreadCpu {
+            role: "receive",
+            index: 0,
+            cpu: Some(1),
+            streams: 100,
+            cpu_s: 1.5,
+            busy_cores: 0.4,
+            window_busy_cores: Some(0.42),
+        },
+        ThreadCpu {
+            role: "send",
+            index: 0,
+            cpu: Some(1),
+            streams: 50,
+            cpu_s: 0.1,
+            busy_cores: 0.03,
+            window_busy_cores: None,
+        },
+    ];
+    let value = report_json(&report);
+    assert_eq!(value["shape"], json!("group-chat"));
+    let verification = &value["verification"];
+    for (field, expected) in [
+        ("check_fraction", json!(0.05)),
+        ("check_min", json!(20)),
+        ("verifying_subscribers", json!(1)),
+        ("byte_checked_subscribers", json!(19)),
+        ("stamp_only_subscribers", json!(0)),
+        ("counted_only_subscribers", json!(30)),
+        ("counted_publisher_streams", json!(50)),
+    ] {
+        assert_eq!(verification[field], expected, "verification.{field}");
+    }
+    for (field, expected) in [
+        ("expected_frames", 1000),
+        ("received_frames", 998),
+        ("measured_frames", 600),
+        ("short_streams", 1),
+        ("reset_streams", 1),
+    ] {
+        assert_eq!(
+            verification["counted"][field],
+            json!(expected),
+            "verification.counted.{field}"
+        );
+    }
+    assert_eq!(value["peer_load"]["sources"], json!(50));
+    assert_eq!(
+        value["peer_load"]["streams_per_source_per_cohort_max"],
+        json!(2)
+    );
+    let generator = &value["generator"];
+    assert_eq!(generator["send_threads"], json!(1));
+    assert_eq!(generator["receive_window_busy_cores_max"], json!(0.42));
+    let threads = generator["thread_cpu"].as_array().expect("thread_cpu");
+    assert_eq!(threads.len(), 2);
+    assert_eq!(threads[0]["role"], json!("receive"));
+    assert_eq!(threads[0]["window_busy_cores"], json!(0.42));
+    assert_eq!(threads[1]["role"], json!("send"));
+    assert!(threads[1]["window_busy_cores"].is_null());
+    let summary = report.summary();
+    assert!(
+        summary.contains("30 counted only (+50 publisher streams"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("counted: 998/1000 frames, 1 short stream(s), 1 reset"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("busiest 0.42 cores in the window"),
+        "{summary}"
+    );
 }
 
 #[test]

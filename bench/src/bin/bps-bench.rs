@@ -15,18 +15,20 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use bps_bench::load::ceiling::{measure_pipeline, measure_verify};
-use bps_bench::load::config::{LoadConfig, Mode};
+use bps_bench::load::config::{LoadConfig, Mode, Shape};
 use bps_bench::load::conns::measure_conns;
 use bps_bench::load::plan::Plan;
 use bps_bench::load::report::{Report, SloVerdict};
+use bps_bench::load::report_chart::{ChartKind, ReportSeries, chart_of};
 use bps_bench::load::run::{RunError, run};
+use bps_bench::load::sender::PUBLISHERS_PER_SEND_THREAD;
 use bps_bench::load::sink::Sink;
 use bps_bench::load::slo::{Slo, parse_duration_us};
 use bps_bench::load::stamp::STAMP_BYTES;
 use bps_bench::load::{EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_SLO_MISSED, EXIT_USAGE};
 use bps_client::spec::BindingArg;
 use bps_verify::CHUNK_SIZE;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// The BPS load generator.
 #[derive(Debug, Parser)]
@@ -58,6 +60,8 @@ enum ModeCommand {
     Verify(VerifyArgs),
     /// A bare relay without verification, to measure the generator's own ceiling.
     Sink(SinkArgs),
+    /// Draw an SVG bar chart from JSON reports (`bench/compare` draws its charts so).
+    Chart(ChartArgs),
 }
 
 /// Where the report goes and what it must meet.
@@ -98,40 +102,86 @@ struct LoadArgs {
     /// How long deliveries are awaited after the last message.
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     drain: String,
+    /// A named shape: `group-chat` (one cohort under publishers ALL and MNEMONIC with an
+    /// admin: 50 members publishing, 50 listening; NATS: one subject, 50 publishers, 100
+    /// subscribers) or `many-cohorts` (1000 live streams of 10 spectators; NATS: 1000
+    /// subjects). It sets --cohorts, --publishers, --subscribers and --binding.
+    #[arg(long, value_enum, default_value = "custom",
+          conflicts_with_all = ["cohorts", "publishers", "subscribers", "binding"])]
+    shape: ShapeArg,
     /// Cohorts.
     #[arg(long, default_value = "1", value_name = "C")]
     cohorts: u32,
     /// Publishers per cohort (more than 1 needs --binding mnemonic: publishers ALL).
     #[arg(long, default_value = "1", value_name = "P")]
     publishers: u32,
-    /// Subscribers per cohort.
+    /// Subscribers per cohort (under publishers ALL: members that never publish).
     #[arg(long, default_value = "10", value_name = "N")]
     subscribers: u32,
     /// The cohorts' binding.
     #[arg(long, value_enum, default_value = "feed-topic")]
     binding: BindingArg,
+    /// Loopback source addresses (127.0.0.1, .2, ...) the streams connect from, in turn,
+    /// so a broker's per-peer bounds (R32, R33) see several peers; 1: the kernel's choice.
+    #[arg(long, default_value = "1", value_name = "N")]
+    sources: u32,
     /// Seed of topics, keys and addresses (default: random; `pub` and `sub` must share it).
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
     /// Fraction of each cohort's subscribers verifying every delivery end to end (at least
-    /// one when above 0); the others compare it byte for byte with the published frame.
+    /// one when above 0).
     #[arg(long, default_value = "1", value_name = "FRACTION")]
     verify_fraction: f64,
+    /// Fraction of each cohort's subscribers (spread evenly over it) that read every frame,
+    /// compare it byte for byte with the published frame and record latency; the rest only
+    /// count bytes, discarded in the kernel (loss still shows as bytes short of what was
+    /// sent, or a reset).
+    #[arg(long, default_value = "0.02", value_name = "FRACTION")]
+    check_fraction: f64,
+    /// At least this many subscribers in the run read every frame (spread over the
+    /// cohorts), so latency percentiles rest on enough samples.
+    #[arg(long, default_value = "20", value_name = "N")]
+    check_min: u32,
     /// Receiving threads (default: one per CPU in --cpus, or per available CPU).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Sending threads the publishers are spread over (default: one per 64 publishers).
+    #[arg(long, value_name = "N")]
+    send_threads: Option<usize>,
     /// Pin the sending and receiving threads to these CPUs (e.g. `1` or `2-3,6`).
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
     /// Closed loop: messages presigned per publisher (the run ends early if they run out).
     #[arg(long, default_value = "20000", value_name = "N")]
     presign: u64,
-    /// Closed loop: messages a publisher may be ahead of its cohort's average subscriber,
-    /// so the offered load is what the server delivers without dropping (0: unbounded).
+    /// Closed loop: messages a cohort's publishers may be ahead of its average subscriber
+    /// (shared among them, at least 1 each), so the offered load is what the server
+    /// delivers without dropping (0: unbounded).
     #[arg(long, default_value = "32", value_name = "MESSAGES")]
     window: u64,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+/// `--shape`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ShapeArg {
+    /// --cohorts, --publishers, --subscribers and --binding as given.
+    Custom,
+    /// One cohort, 50 members publishing under ALL, 50 listening.
+    GroupChat,
+    /// 1000 live streams of 10 spectators each.
+    ManyCohorts,
+}
+
+impl From<ShapeArg> for Shape {
+    fn from(shape: ShapeArg) -> Self {
+        match shape {
+            ShapeArg::Custom => Self::Custom,
+            ShapeArg::GroupChat => Self::GroupChat,
+            ShapeArg::ManyCohorts => Self::ManyCohorts,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -195,6 +245,48 @@ struct SinkArgs {
     duration: Option<String>,
 }
 
+#[derive(Debug, Args)]
+struct ChartArgs {
+    /// What the chart shows: `fanout` (deliveries/s against N, log scale), `latency`
+    /// (p50..p99.9 of one run per series), `shapes` (deliveries/s per named shape).
+    #[arg(value_enum)]
+    kind: ChartKindArg,
+    /// One series: `NAME=REPORT.json[,REPORT.json...]` (repeatable, one colour each); a
+    /// missing or failed report shows as n/a.
+    #[arg(long = "series", value_name = "NAME=PATHS", required = true)]
+    series: Vec<String>,
+    /// Where the SVG goes.
+    #[arg(long, value_name = "PATH")]
+    out: PathBuf,
+    /// The title (default: the kind's own).
+    #[arg(long, default_value = "", value_name = "TEXT")]
+    title: String,
+    /// A line under the title (default: the first report's commit, CPU and payload size).
+    #[arg(long, value_name = "TEXT")]
+    subtitle: Option<String>,
+}
+
+/// `bps-bench chart KIND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ChartKindArg {
+    /// Deliveries per second against subscribers per cohort.
+    Fanout,
+    /// Latency percentiles.
+    Latency,
+    /// Deliveries per second per named shape.
+    Shapes,
+}
+
+impl From<ChartKindArg> for ChartKind {
+    fn from(kind: ChartKindArg) -> Self {
+        match kind {
+            ChartKindArg::Fanout => Self::Fanout,
+            ChartKindArg::Latency => Self::Latency,
+            ChartKindArg::Shapes => Self::Shapes,
+        }
+    }
+}
+
 /// Bad input: the argument and why.
 #[derive(Debug)]
 struct UsageError {
@@ -219,6 +311,7 @@ fn main() -> ExitCode {
         ModeCommand::Conns(args) => conns(args),
         ModeCommand::Verify(args) => verify(args),
         ModeCommand::Sink(args) => sink(args),
+        ModeCommand::Chart(args) => chart(args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
@@ -312,14 +405,16 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
             format!("expected a rate of 0 or more, got {}", args.rate),
         ));
     }
-    if !(0.0..=1.0).contains(&args.verify_fraction) {
-        return Err(usage(
-            "--verify-fraction",
-            format!(
-                "expected a fraction from 0 to 1, got {}",
-                args.verify_fraction
-            ),
-        ));
+    for (argument, fraction) in [
+        ("--verify-fraction", args.verify_fraction),
+        ("--check-fraction", args.check_fraction),
+    ] {
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(usage(
+                argument,
+                format!("expected a fraction from 0 to 1, got {fraction}"),
+            ));
+        }
     }
     let duration = parse_duration("--duration", &args.duration)?;
     if duration.is_zero() {
@@ -340,6 +435,27 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
     if threads == 0 {
         return Err(usage("--threads", "at least 1"));
     }
+    let shape = Shape::from(args.shape);
+    let (cohorts, publishers, subscribers, binding) = match shape.size(mode) {
+        Some(size) => (
+            size.cohorts,
+            size.publishers,
+            size.subscribers,
+            size.binding,
+        ),
+        None => (
+            args.cohorts,
+            args.publishers,
+            args.subscribers,
+            args.binding.into(),
+        ),
+    };
+    let send_threads = args.send_threads.unwrap_or_else(|| {
+        (cohorts as usize * publishers as usize).div_ceil(PUBLISHERS_PER_SEND_THREAD)
+    });
+    if send_threads == 0 {
+        return Err(usage("--send-threads", "at least 1"));
+    }
     let config = LoadConfig {
         mode,
         target: args.target,
@@ -348,12 +464,17 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
         duration,
         warmup: parse_duration("--warmup", &args.warmup)?,
         drain: parse_duration("--drain", &args.drain)?,
-        cohorts: args.cohorts,
-        publishers: args.publishers,
-        subscribers: args.subscribers,
-        binding: args.binding.into(),
+        cohorts,
+        publishers,
+        subscribers,
+        binding,
         seed: args.seed.unwrap_or_else(random_seed),
+        shape,
         verify_fraction: args.verify_fraction,
+        check_fraction: args.check_fraction,
+        check_min: args.check_min,
+        sources: args.sources,
+        send_threads,
         threads,
         cpus,
         presign: args.presign.max(1),
@@ -510,4 +631,52 @@ fn sink(args: SinkArgs) -> Result<u8, UsageError> {
             Ok(EXIT_FAILED)
         }
     }
+}
+
+/// A report file as JSON; a missing or unreadable one is `null` (drawn as n/a).
+fn read_report(path: &str) -> serde_json::Value {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The default subtitle: where the first report that ran came from.
+fn subtitle_of(series: &[ReportSeries]) -> String {
+    series
+        .iter()
+        .flat_map(|one| one.reports.iter())
+        .find_map(|report| {
+            let environment = report.get("environment")?;
+            Some(format!(
+                "commit {}, {}, {} B payload; shared 2-vCPU VM, noisy",
+                environment.get("git_revision")?.as_str()?,
+                environment.get("cpu")?.as_str()?,
+                report.get("size")?.as_u64()?
+            ))
+        })
+        .unwrap_or_default()
+}
+
+fn chart(args: ChartArgs) -> Result<u8, UsageError> {
+    let mut series = Vec::new();
+    for text in &args.series {
+        let Some((name, paths)) = text.split_once('=') else {
+            return Err(usage(
+                "--series",
+                format!("expected NAME=REPORT.json[,REPORT.json...], got {text:?}"),
+            ));
+        };
+        series.push(ReportSeries {
+            name: name.to_owned(),
+            reports: paths.split(',').map(read_report).collect(),
+        });
+    }
+    let mut chart = chart_of(args.kind.into(), &series, &args.title);
+    chart.subtitle = args.subtitle.unwrap_or_else(|| subtitle_of(&series));
+    if let Err(error) = std::fs::write(&args.out, chart.to_svg()) {
+        eprintln!("bps-bench: cannot write {}: {error}", args.out.display());
+        return Ok(EXIT_FAILED);
+    }
+    Ok(EXIT_OK)
 }

@@ -1,19 +1,24 @@
 //! The `bps-bench` load generator: honest load (open loop, no coordinated omission, every
-//! delivery checked), reported as percentiles and a versioned JSON document.
+//! delivery accounted for: a sample of subscribers reads, checks and times every frame,
+//! the others count bytes), reported as percentiles and a versioned JSON document.
 //!
 //! Owns, one file per concept:
-//! - [`config`]: a run's settings and modes;
-//! - [`plan`]: cohorts, keys and addresses derived from the seed;
+//! - [`config`]: a run's settings, modes, named shapes and who checks what;
+//! - [`plan`]: cohorts, keys and addresses derived from the seed, and source addresses;
+//! - [`dial`]: connecting from a source address and the BPS handshake;
 //! - [`stamp`]: the publisher/sequence/intended-time stamp inside every payload;
 //! - [`schedule`]: the open-loop schedule `t0 + k / rate` and the clock;
 //! - [`presign`]: signing every message before `t0` on every core;
 //! - [`sender`]: the publisher threads that pace and write;
-//! - [`receiver`]: the epoll receive loop that checks and times deliveries;
+//! - [`receiver`]: the epoll receive loop that checks and times deliveries, or counts them;
+//! - [`byte_counter`]: deliveries counted from bytes discarded in the kernel (`MSG_TRUNC`);
 //! - [`poller`]: the epoll and `ppoll` wrappers;
+//! - [`thread_cpu`]: each generator thread's CPU use;
 //! - [`shared`]: what the run's threads share (window, counters, published frames);
 //! - [`latency`]: HdrHistogram recording and percentiles;
 //! - [`slo`]: `--slo` and `--max-loss`;
 //! - [`report`]: the JSON report and summary;
+//! - [`chart`]: SVG bar charts; [`report_chart`]: which chart shows which report fields;
 //! - [`run`]: the timeline of `pubsub`, `pub`, `sub` and `nats`;
 //! - [`nats`]: the NATS handshake for side-by-side runs;
 //! - [`conns`]: idle streams and broker memory per stream;
@@ -21,12 +26,16 @@
 //! - [`sink`]: a bare relay, to measure the generator's own ceiling.
 //!
 //! Never: broker internals. Like any client, the generator speaks to a broker only through
-//! the wire, with this crate's [`bps_client::session`], [`bps_client::publisher`] and
-//! [`bps_client::subscriber`].
+//! the wire, with the client library's [`bps_client::publisher`] and
+//! [`bps_client::subscriber`] (and [`bps_client::session`] for idle streams; the load runs
+//! join through [`dial`], which can pick a source address).
 
+pub mod byte_counter;
 pub mod ceiling;
+pub mod chart;
 pub mod config;
 pub mod conns;
+pub mod dial;
 pub mod latency;
 pub mod nats;
 pub mod plan;
@@ -34,6 +43,7 @@ pub mod poller;
 pub mod presign;
 pub mod receiver;
 pub mod report;
+pub mod report_chart;
 pub mod run;
 pub mod schedule;
 pub mod sender;
@@ -41,6 +51,7 @@ pub mod shared;
 pub mod sink;
 pub mod slo;
 pub mod stamp;
+pub mod thread_cpu;
 
 /// Exit code: the run completed and met its objectives (if any).
 pub const EXIT_OK: u8 = 0;

@@ -5,18 +5,25 @@
 //! Owns: [`connect`] (read `INFO`, send `CONNECT` with `verbose` and `echo` off, then a
 //! `PING` whose `PONG` proves the server took everything before it) and [`subscribe`]
 //! (`SUB` then the same `PING` round trip, so a subscription is in force before any message
-//! is published). The `MSG` parsing lives with the receiver, `PUB` with the sender.
+//! is published), and [`msg_bytes`], the length of one delivery on the wire (what a
+//! counting subscriber divides its bytes by). The `MSG` parsing lives with the receiver,
+//! `PUB` with the sender.
 //!
 //! Never: verifies anything (NATS carries opaque bytes: the stamp is the whole check),
 //! reconnects, or uses TLS or authentication.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, TcpStream};
 use std::time::Duration;
 
 use bytes::BytesMut;
 
-/// Bound on connecting and on each handshake round trip.
+use crate::load::dial;
+
+/// Bytes of a server's `PING\r\n` line.
+pub const NATS_PING_BYTES: u64 = 6;
+
+/// Bound on each handshake round trip (connecting has its own, [`dial::CONNECT_TIMEOUT`]).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A connected, acknowledged NATS stream and any bytes read past the handshake.
@@ -28,16 +35,10 @@ pub struct NatsStream {
     pub leftover: BytesMut,
 }
 
-/// Connects to `target` and completes the handshake.
-pub fn connect(target: &str, name: &str) -> io::Result<NatsStream> {
-    let address = target.to_socket_addrs()?.next().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{target} resolves to nothing"),
-        )
-    })?;
-    let stream = TcpStream::connect_timeout(&address, HANDSHAKE_TIMEOUT)?;
-    stream.set_nodelay(true)?;
+/// Connects to `target` from `source` (`None`: the kernel's choice) and completes the
+/// handshake.
+pub fn connect(target: &str, source: Option<IpAddr>, name: &str) -> io::Result<NatsStream> {
+    let stream = dial::connect(target, source)?;
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
     let mut reader = BufReader::new(stream.try_clone()?);
@@ -73,6 +74,12 @@ pub fn subscribe(nats: NatsStream, subject: &str, sid: u64) -> io::Result<NatsSt
     Ok(NatsStream { stream, leftover })
 }
 
+/// Bytes of one delivery to subscription `sid` of `subject` with `payload_bytes` of payload:
+/// `MSG <subject> <sid> <#bytes>\r\n<payload>\r\n` (no reply subject: the sender sets none).
+pub fn msg_bytes(subject: &str, sid: u64, payload_bytes: usize) -> usize {
+    format!("MSG {subject} {sid} {payload_bytes}\r\n").len() + payload_bytes + 2
+}
+
 fn await_pong(reader: &mut impl BufRead) -> io::Result<()> {
     loop {
         let mut line = String::new();
@@ -89,5 +96,20 @@ fn await_pong(reader: &mut impl BufRead) -> io::Result<()> {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_is_the_msg_line_the_payload_and_a_line_end() {
+        let line = "MSG bps.bench.0011223344556677 12 4096\r\n";
+        assert_eq!(
+            msg_bytes("bps.bench.0011223344556677", 12, 4096),
+            line.len() + 4096 + 2
+        );
+        assert_eq!(msg_bytes("s", 1, 0), "MSG s 1 0\r\n\r\n".len());
     }
 }

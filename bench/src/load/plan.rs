@@ -5,11 +5,19 @@
 //! Owns: [`Plan`] and the derivation `keccak256(seed ‖ label ‖ cohort ‖ member)` of every
 //! topic, key and address. A cohort with one publisher is a live stream (explicit
 //! authorship, the publisher is the admin and claims, R6–R7); with several it is publishers
-//! ALL under MNEMONIC (D7), where every publisher publishes from its Join (R10).
+//! ALL under MNEMONIC with the first publisher as admin (D7), where every joiner is a
+//! publisher stream from its Join (R10): the subscribers are then members that never
+//! publish. Also which loopback source address each stream connects from
+//! ([`Plan::source_of`]): the streams, numbered cohort by cohort (publishers first), take
+//! the `--sources` addresses in turn, so that a broker's per-peer bounds (a peer is the
+//! remote IP, BPS.md §2; R32 cohorts per peer, R33 streams per peer and cohort) see the
+//! load spread as [`Plan::peer_load`] says.
 //!
 //! Never: connects or signs.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::net::Ipv4Addr;
 
 use bps_proto::{Address, Binding, Hash, Spec, keccak256};
 use bps_verify::SigningKey;
@@ -45,6 +53,40 @@ pub struct Plan {
     pub cohorts: Vec<CohortPlan>,
     /// Publishers per cohort.
     pub publishers_per_cohort: u32,
+    /// Loopback source addresses the streams are spread over (1: the kernel's choice).
+    pub sources: u32,
+}
+
+/// One stream of a cohort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Member {
+    /// The cohort's publisher with this local number (0 is the admin).
+    Publisher(u32),
+    /// The cohort's subscriber with this number.
+    Subscriber(u32),
+}
+
+/// How the run's streams load each source address, against a broker's per-peer bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerLoad {
+    /// Source addresses in use.
+    pub sources: u32,
+    /// The most streams one source holds in one cohort (R33's bound must be at least this).
+    pub streams_per_source_per_cohort_max: u32,
+    /// The most cohorts one source is in (R32's bound must be at least this).
+    pub cohorts_per_source_max: u32,
+}
+
+/// Most source addresses: the host numbers .1 to .254 of 127.0.0.x up to 127.0.255.x.
+pub const SOURCES_MAX: u32 = 254 * 256;
+
+/// The `index`-th loopback source address: 127.0.0.1 .. 127.0.0.254, then 127.0.1.1 ..
+/// (last octets 0 and 255 are skipped).
+pub fn source_address(index: u32) -> Ipv4Addr {
+    assert!(index < SOURCES_MAX, "source index {index} out of range");
+    let third = u8::try_from(index / 254).unwrap_or(u8::MAX);
+    let last = u8::try_from(1 + index % 254).unwrap_or(u8::MAX);
+    Ipv4Addr::new(127, 0, third, last)
 }
 
 /// A shape that cannot be run.
@@ -113,7 +155,72 @@ impl Plan {
         Ok(Self {
             cohorts: plans,
             publishers_per_cohort: publishers,
+            sources: 1,
         })
+    }
+
+    /// The same plan with its streams spread over `sources` loopback source addresses.
+    pub fn with_sources(mut self, sources: u32) -> Result<Self, PlanError> {
+        if !(1..=SOURCES_MAX).contains(&sources) {
+            return Err(PlanError(format!(
+                "--sources {sources}: expected 1 to {SOURCES_MAX}"
+            )));
+        }
+        self.sources = sources;
+        Ok(self)
+    }
+
+    /// Every stream of the run in connection order: cohort by cohort, publishers first.
+    pub fn members(&self) -> impl Iterator<Item = (u32, Member)> + '_ {
+        self.cohorts.iter().flat_map(|cohort| {
+            let publishers = (0..cohort.publishers.len() as u32).map(Member::Publisher);
+            let subscribers = (0..cohort.subscribers.len() as u32).map(Member::Subscriber);
+            publishers
+                .chain(subscribers)
+                .map(move |member| (cohort.index, member))
+        })
+    }
+
+    /// The source address of a stream (`None`: one source, the kernel's choice).
+    pub fn source_of(&self, cohort: u32, member: Member) -> Option<Ipv4Addr> {
+        if self.sources <= 1 {
+            return None;
+        }
+        let subscribers = self
+            .cohorts
+            .first()
+            .map_or(0, |first| first.subscribers.len() as u64);
+        let per_cohort = u64::from(self.publishers_per_cohort) + subscribers;
+        let slot = match member {
+            Member::Publisher(local) => u64::from(local),
+            Member::Subscriber(number) => u64::from(self.publishers_per_cohort) + u64::from(number),
+        };
+        let connection = u64::from(cohort) * per_cohort + slot;
+        let index = u32::try_from(connection % u64::from(self.sources)).unwrap_or(0);
+        Some(source_address(index))
+    }
+
+    /// How the streams load the source addresses (module docs).
+    pub fn peer_load(&self) -> PeerLoad {
+        let mut per_source_cohort: HashMap<(Option<Ipv4Addr>, u32), u32> = HashMap::new();
+        for (cohort, member) in self.members() {
+            *per_source_cohort
+                .entry((self.source_of(cohort, member), cohort))
+                .or_insert(0) += 1;
+        }
+        let mut cohorts_per_source: HashMap<Option<Ipv4Addr>, u32> = HashMap::new();
+        for (source, _) in per_source_cohort.keys() {
+            *cohorts_per_source.entry(*source).or_insert(0) += 1;
+        }
+        PeerLoad {
+            sources: cohorts_per_source.len() as u32,
+            streams_per_source_per_cohort_max: per_source_cohort
+                .values()
+                .copied()
+                .max()
+                .unwrap_or(0),
+            cohorts_per_source_max: cohorts_per_source.values().copied().max().unwrap_or(0),
+        }
     }
 
     /// Every publisher, in global order.

@@ -2,8 +2,8 @@
 //! thousands of nonblocking sockets per thread with it.
 //!
 //! Owns: the epoll file descriptor, registration of a socket under a caller-chosen token,
-//! and waiting for readiness ([`Poller::wait`]), plus [`wait_fd`], a one-socket `ppoll` with
-//! nanosecond timeouts for the publishers' pacing.
+//! and waiting for readiness ([`Poller::wait`]), plus [`PollSet`], a `ppoll` over a few
+//! sockets with nanosecond timeouts for the publishers' pacing.
 //!
 //! Never: reads or writes a socket; the callers own their sockets and buffers.
 
@@ -65,8 +65,8 @@ pub struct Poller {
     events: Vec<libc::epoll_event>,
 }
 
-/// Events taken from the kernel per wait.
-const EVENTS_PER_WAIT: usize = 512;
+/// Events taken from the kernel per wait: a thousand streams ready at once are one wait.
+const EVENTS_PER_WAIT: usize = 1024;
 
 impl Poller {
     /// A new epoll instance.
@@ -149,35 +149,79 @@ impl Poller {
     }
 }
 
-/// Waits until `fd` is readable (or also writable when `write` is set) or `timeout` passes,
-/// with nanosecond resolution (`ppoll`). Returns (readable, writable).
-pub fn wait_fd(fd: RawFd, write: bool, timeout: Duration) -> io::Result<(bool, bool)> {
-    let mut events = libc::POLLIN;
-    if write {
-        events |= libc::POLLOUT;
+/// A set of sockets to wait on together with nanosecond timeouts (`ppoll`): the
+/// publishers' pacing, several publisher streams per thread.
+#[derive(Debug, Default)]
+pub struct PollSet {
+    fds: Vec<libc::pollfd>,
+}
+
+impl PollSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
     }
-    let mut poll = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    let spec = libc::timespec {
-        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `poll` and `spec` are valid for the call; no signal mask is passed.
-    let result = unsafe { libc::ppoll(&mut poll, 1, &spec, std::ptr::null()) };
-    if result < 0 {
-        let error = io::Error::last_os_error();
-        return if error.kind() == io::ErrorKind::Interrupted {
-            Ok((false, false))
-        } else {
-            Err(error)
+
+    /// Forgets every socket.
+    pub fn clear(&mut self) {
+        self.fds.clear();
+    }
+
+    /// Whether the set watches nothing.
+    pub fn is_empty(&self) -> bool {
+        self.fds.is_empty()
+    }
+
+    /// Watches `fd` for reading and/or writing; returns its slot.
+    pub fn push(&mut self, fd: RawFd, read: bool, write: bool) -> usize {
+        let mut events = 0;
+        if read {
+            events |= libc::POLLIN;
+        }
+        if write {
+            events |= libc::POLLOUT;
+        }
+        self.fds.push(libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        });
+        self.fds.len() - 1
+    }
+
+    /// Waits until a watched socket is ready or `timeout` passes (an empty set sleeps).
+    pub fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        let spec = libc::timespec {
+            tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
+        let count = libc::nfds_t::try_from(self.fds.len()).unwrap_or(libc::nfds_t::MAX);
+        // SAFETY: `fds` holds `count` pollfds and `spec` is valid for the call; no signal
+        // mask is passed.
+        let result = unsafe { libc::ppoll(self.fds.as_mut_ptr(), count, &spec, std::ptr::null()) };
+        if result < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() != io::ErrorKind::Interrupted {
+                return Err(error);
+            }
+            for fd in &mut self.fds {
+                fd.revents = 0;
+            }
+        }
+        Ok(())
     }
-    let readable = poll.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
-    let writable = poll.revents & libc::POLLOUT != 0;
-    Ok((readable, writable))
+
+    /// (readable, writable) of `slot` after the last wait; an error or hang-up counts as
+    /// both, so the owner finds out on its next read or write.
+    pub fn readiness(&self, slot: usize) -> (bool, bool) {
+        self.fds.get(slot).map_or((false, false), |fd| {
+            let failed = fd.revents & (libc::POLLHUP | libc::POLLERR) != 0;
+            (
+                failed || fd.revents & libc::POLLIN != 0,
+                failed || fd.revents & libc::POLLOUT != 0,
+            )
+        })
+    }
 }
 
 /// Lets this thread's timed waits wake within 1 µs of their deadline instead of the default

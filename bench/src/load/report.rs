@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::load::latency::LatencySummary;
+use crate::load::thread_cpu::ThreadCpu;
 
 /// The report schema's version.
 pub const REPORT_VERSION: u32 = 1;
@@ -90,17 +91,45 @@ fn git_revision() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// How deliveries were checked.
+/// How deliveries were checked. Every subscriber is in exactly one of the four counts;
+/// all but the counted-only ones record latency.
 #[derive(Debug, Clone, Copy, Serialize, Default)]
 pub struct Verification {
     /// `--verify-fraction`.
     pub fraction: f64,
+    /// `--check-fraction`.
+    pub check_fraction: f64,
+    /// `--check-min`.
+    pub check_min: u32,
     /// Subscribers that verified every delivery end to end (R41).
     pub verifying_subscribers: u64,
     /// Subscribers that compared every delivery byte for byte with the published frame.
     pub byte_checked_subscribers: u64,
-    /// Subscribers that only read the stamp (NATS, or `sub` mode).
+    /// Subscribers that read every delivery's stamp only (NATS, or `sub` mode).
     pub stamp_only_subscribers: u64,
+    /// Subscribers that only counted bytes (`MSG_TRUNC`): no latency, loss from the count.
+    pub counted_only_subscribers: u64,
+    /// Publishers' own streams counted the same way (under ALL they receive the other
+    /// publishers, R25); not subscribers, but their deliveries are in the totals.
+    pub counted_publisher_streams: u64,
+    /// What the counting streams received.
+    pub counted: CountedFigures,
+}
+
+/// The counting streams' tally at the end of the run.
+#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq, Eq)]
+pub struct CountedFigures {
+    /// Frames written completely by the publishers each counting stream receives from,
+    /// summed over the streams (warm-up included).
+    pub expected_frames: u64,
+    /// Whole frames received, each stream counted up to what it was sent.
+    pub received_frames: u64,
+    /// Frames that completed inside the measurement window.
+    pub measured_frames: u64,
+    /// Streams that received fewer frames than were sent to them or ended inside a frame.
+    pub short_streams: u64,
+    /// Counting streams the server closed.
+    pub reset_streams: u64,
 }
 
 /// What the generator itself did.
@@ -129,6 +158,13 @@ pub struct Generator {
     /// CPU time the generator used while sending and receiving, in cores (1.0 = one core
     /// fully busy): near the number of CPUs in `cpus`, the generator was the bottleneck.
     pub cpu_cores_used: f64,
+    /// Sending threads (the publishers are spread over them).
+    pub send_threads: usize,
+    /// The busiest receiving thread's CPU inside the measurement window, in cores: near
+    /// 1.0, the generator's receiving side set the pace, not the server.
+    pub receive_window_busy_cores_max: Option<f64>,
+    /// Every sending and receiving thread's CPU use.
+    pub thread_cpu: Vec<ThreadCpu>,
 }
 
 /// A run's report (module docs).
@@ -138,6 +174,8 @@ pub struct Report {
     pub version: u32,
     /// The mode's name.
     pub mode: String,
+    /// The named shape (`custom`, `group-chat`, `many-cohorts`).
+    pub shape: String,
     /// Publishers ran closed loop (`--rate 0`): latency is measured from the actual write,
     /// and the offered load follows the system under test.
     pub closed_loop: bool,
@@ -169,9 +207,11 @@ pub struct Report {
     pub delivered_wire_bytes_per_s: f64,
     /// Measured publications written.
     pub published: u64,
-    /// Deliveries expected (each measured publication × its cohort's subscribers).
+    /// Deliveries expected: each measured publication × its cohort's subscribers that read
+    /// every frame, plus every frame written to the counting streams (`verification.counted`).
     pub expected: u64,
-    /// Deliveries of measured publications received.
+    /// Of those, received: measured publications by their stamps, and whole frames on the
+    /// counting streams.
     pub delivered: u64,
     /// 1 − delivered / expected, at least 0.
     pub loss: f64,
@@ -189,6 +229,8 @@ pub struct Report {
     pub generator: Generator,
     /// The first failure seen, if any.
     pub first_error: Option<String>,
+    /// How the streams loaded their source addresses (a broker's per-peer bounds, R32, R33).
+    pub peer_load: Option<PeerLoadFigures>,
     /// Where it ran.
     pub environment: Environment,
     /// The settings.
@@ -198,6 +240,17 @@ pub struct Report {
     /// Mode-specific figures, at the top level.
     #[serde(flatten)]
     pub figures: Map<String, Value>,
+}
+
+/// The run's streams over their loopback source addresses.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct PeerLoadFigures {
+    /// Source addresses used.
+    pub sources: u32,
+    /// The most streams of one source in one cohort.
+    pub streams_per_source_per_cohort_max: u32,
+    /// The most cohorts one source joined.
+    pub cohorts_per_source_max: u32,
 }
 
 /// Whether the run met its objectives.
@@ -215,6 +268,7 @@ impl Report {
         Self {
             version: REPORT_VERSION,
             mode: mode.to_owned(),
+            shape: "custom".to_owned(),
             closed_loop: false,
             target: None,
             started_at: crate::load::schedule::now_ns() / 1_000_000_000,
@@ -239,6 +293,7 @@ impl Report {
             verification: Verification::default(),
             generator: Generator::default(),
             first_error: None,
+            peer_load: None,
             environment: Environment::detect(),
             config,
             slo: None,
@@ -284,9 +339,10 @@ impl Report {
         let mib = |bytes: f64| bytes / (1024.0 * 1024.0);
         let _ = writeln!(
             text,
-            "bps-bench {} {}: {} cohort(s) x {} publisher(s), {} subscriber(s), {} B payload, {} s measured{}",
+            "bps-bench {} {} ({}): {} cohort(s) x {} publisher(s), {} subscriber(s), {} B payload, {} s measured{}",
             self.mode,
             self.target.as_deref().unwrap_or("-"),
+            self.shape,
             self.cohorts,
             self.publishers,
             self.subscribers,
@@ -333,19 +389,41 @@ impl Report {
             let verification = &self.verification;
             let _ = writeln!(
                 text,
-                "  checks: {} verifying end to end, {} byte-for-byte, {} stamp only (verify fraction {})",
+                "  checks: {} verifying end to end, {} byte-for-byte, {} stamp only, {} counted only \
+                 (+{} publisher streams; verify fraction {}, check fraction {}, check min {})",
                 verification.verifying_subscribers,
                 verification.byte_checked_subscribers,
                 verification.stamp_only_subscribers,
-                verification.fraction
+                verification.counted_only_subscribers,
+                verification.counted_publisher_streams,
+                verification.fraction,
+                verification.check_fraction,
+                verification.check_min
             );
+            let counted = &verification.counted;
+            if counted.expected_frames > 0 || verification.counted_only_subscribers > 0 {
+                let _ = writeln!(
+                    text,
+                    "  counted: {}/{} frames, {} short stream(s), {} reset",
+                    counted.received_frames,
+                    counted.expected_frames,
+                    counted.short_streams,
+                    counted.reset_streams
+                );
+            }
             let lag = &self.generator.send_lag_us;
+            let receive_busy = self
+                .generator
+                .receive_window_busy_cores_max
+                .map_or_else(|| "-".to_owned(), |busy| format!("{busy:.2}"));
             let _ = writeln!(
                 text,
-                "  generator: {:.2} cores busy, {} receiving thread(s); send lag us p50 {} p99 {} max {}{}, \
+                "  generator: {:.2} cores busy, {} receiving thread(s) (busiest {receive_busy} cores in the window), \
+                 {} sending; send lag us p50 {} p99 {} max {}{}, \
                  backlog {}, presigned {} in {:.2} s{}",
                 self.generator.cpu_cores_used,
                 self.generator.threads,
+                self.generator.send_threads,
                 lag.p50,
                 lag.p99,
                 lag.max,

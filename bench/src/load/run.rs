@@ -2,46 +2,54 @@
 //! report.
 //!
 //! Owns: the run's timeline and threads. In order:
-//! 1. every subscriber stream joins (BPS `Join`/`Ack` through [`Session`], NATS `SUB`),
-//!    spread over the receiving threads;
+//! 1. every subscriber stream joins (BPS `Join`/`Ack` through [`dial`], from its source
+//!    address; NATS `SUB`), a few joining threads at a time;
 //! 2. every publisher stream joins and, when pending, claims at once (AUTH at index 0,
 //!    D3) through the client library's [`Publisher`];
 //! 3. every message of the run is signed under its stream's challenge ([`presign`]), the
 //!    open-loop `t0` placed after the estimated signing time; the warm-up absorbs any
 //!    error of the estimate, and a run whose signing ran past the warm-up fails rather
 //!    than measure a burst;
-//! 4. receiving threads (one per CPU, epoll) and one thread per publisher start, pinned to
-//!    `--cpus` when given; a progress line is printed every second;
+//! 4. each subscriber gets its reader ([`LoadConfig::check_of`]: verify, compare, or count
+//!    bytes against the run's one frame length) and, under publishers ALL, each publisher
+//!    stream a counting reader too; receiving threads (one per CPU, epoll) and sending
+//!    threads (a few publishers each) start, pinned to `--cpus` when given; a progress
+//!    line is printed every second;
 //! 5. after the last scheduled message, deliveries are awaited until every measured
-//!    message reached every subscriber or `--drain` passed; then the report is built.
+//!    message reached every reading subscriber and every written frame every counting
+//!    stream, or `--drain` passed; then the report is built.
 //!
-//! Loss is exact in `pubsub` and `nats`: the publishers count the measured messages, each
-//! must reach every subscriber of its cohort. `sub` mode estimates it from the span of
-//! sequences each stream saw.
+//! Loss is exact in `pubsub`, `pub` and `nats`: the publishers count the messages, each
+//! must reach every stream it is sent to (measured ones, by stamp, on the reading streams;
+//! all of them, by bytes, on the counting streams). `sub` mode estimates it from the span
+//! of sequences each stream saw.
 //!
 //! Never: retries a refused Join or a reset stream during a run (it would hide loss).
 
 use std::io::{self, Write};
+use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use bps_proto::{Hash, Status};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
-use crate::load::config::{LoadConfig, Mode};
+use crate::load::config::{CheckKind, LoadConfig, Mode};
+use crate::load::dial::{self, JoinError};
 use crate::load::nats;
-use crate::load::plan::{CohortPlan, Plan};
+use crate::load::plan::{CohortPlan, Member, Plan};
 use crate::load::presign::{SignJob, presign, signing_cost};
-use crate::load::receiver::{self, Check, Endpoint, Totals, Wire};
-use crate::load::report::{Generator, Report, Verification, round};
+use crate::load::receiver::{self, Check, CountedStream, Endpoint, Totals, Wire};
+use crate::load::report::{
+    CountedFigures, Generator, PeerLoadFigures, Report, Verification, round,
+};
 use crate::load::schedule::{Schedule, now_ns};
 use crate::load::sender::{self, SendOutcome, SendTask, Source};
 use crate::load::shared::{PublisherShared, Shared};
 use crate::load::stamp::{Stamp, payload};
 use bps_client::publisher::{Publisher, PublisherConfig, Role};
-use bps_client::session::{JoinOutcome, Session, SessionConfig};
 use bps_client::subscriber::Subscriber;
 
 /// Time between the end of signing and `t0` (threads start, sockets settle).
@@ -49,6 +57,10 @@ const START_LEAD: Duration = Duration::from_millis(300);
 
 /// Margin on the estimated signing time.
 const SIGNING_ESTIMATE_MARGIN: f64 = 2.0;
+
+/// Threads that open the run's streams: a Join is a round trip, and a few at a time keep
+/// ten thousand of them to seconds.
+const JOIN_THREADS: usize = 8;
 
 /// Why a run could not be done.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,8 +89,18 @@ fn failed(context: &str) -> impl FnOnce(io::Error) -> RunError + '_ {
 struct JoinedPublisher {
     global: u32,
     cohort: u32,
-    stream: std::net::TcpStream,
+    stream: TcpStream,
     challenge: Hash,
+    leftover: BytesMut,
+}
+
+/// A joined subscriber stream, before its reader is built.
+struct JoinedSubscriber {
+    cohort: u32,
+    member: u32,
+    kind: CheckKind,
+    stream: TcpStream,
+    leftover: BytesMut,
 }
 
 /// Runs `config` (mode `pubsub`, `pub`, `sub` or `nats`) and returns its report.
@@ -90,12 +112,17 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
         config.subscribers,
         config.binding,
     )
+    .and_then(|plan| plan.with_sources(config.sources))
     .map_err(|error| RunError::Failed(error.to_string()))?;
+    if config.sources > 1 {
+        require_loopback(&config.target)?;
+    }
     crate::load::poller::raise_open_files_limit();
     let mut report = Report::new(
         config.mode.name(),
         serde_json::to_value(config).unwrap_or_default(),
     );
+    report.shape = config.shape.name().to_owned();
     let wire = if config.mode == Mode::Nats {
         Wire::Nats
     } else {
@@ -104,22 +131,17 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     let base_index = now_ns() / 1000;
 
     // 1. Subscribers.
-    let buckets = if config.mode.subscribes() {
+    let subscribers = if config.mode.subscribes() {
         join_subscribers(config, &plan, wire)?
     } else {
         Vec::new()
     };
-    let mut verification = Verification {
-        fraction: config.verify_fraction,
-        ..Verification::default()
-    };
-    for endpoint in buckets.iter().flatten() {
-        match (endpoint.verifies(), config.mode) {
-            (true, _) => verification.verifying_subscribers += 1,
-            (false, Mode::Pubsub) => verification.byte_checked_subscribers += 1,
-            (false, _) => verification.stamp_only_subscribers += 1,
-        }
-    }
+    let peer_load = plan.peer_load();
+    report.peer_load = Some(PeerLoadFigures {
+        sources: peer_load.sources,
+        streams_per_source_per_cohort_max: peer_load.streams_per_source_per_cohort_max,
+        cohorts_per_source_max: peer_load.cohorts_per_source_max,
+    });
 
     // 2. Publishers.
     let joined = if config.mode.publishes() {
@@ -153,36 +175,10 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     let mut frames_by_publisher: Vec<Vec<Bytes>> = vec![Vec::new(); plan.publisher_count()];
     if signs {
         for publisher in &joined {
-            let Some(cohort) = plan.cohorts.get(publisher.cohort as usize) else {
-                continue;
-            };
-            let Some(key) = cohort
-                .publishers
-                .iter()
-                .find(|plan| plan.global == publisher.global)
-                .map(|plan| &plan.key)
-            else {
-                continue;
-            };
             let schedule = schedule_of(publisher.global);
-            let job = SignJob {
-                spec: cohort.spec,
-                key,
-                challenge: publisher.challenge,
-                base_index,
-                count,
-            };
-            let (global, cohort_index, size) = (publisher.global, publisher.cohort, config.size);
-            let frames = presign(&job, workers, &|sequence| {
-                let stamp = Stamp {
-                    publisher: global,
-                    sequence,
-                    intended_ns: schedule.intended_ns(sequence).unwrap_or(0),
-                    cohort: cohort_index,
-                };
-                payload(&stamp, size)
-            })
-            .map_err(|error| RunError::Failed(format!("presigning: {error}")))?;
+            let frames = sign_publisher(
+                config, &plan, publisher, schedule, base_index, count, workers,
+            )?;
             if let Some(slot) = frames_by_publisher.get_mut(publisher.global as usize) {
                 *slot = frames;
             }
@@ -214,19 +210,27 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
         }
     };
 
-    // 4. Shared state and threads.
+    // 4. Readers, shared state and threads.
+    let verification = verification_of(config, wire, &subscribers, &plan, &joined);
+    let frame_bytes = cohort_frame_bytes(&plan, &frames_by_publisher);
+    let checked_per_cohort = reading_subscribers(&plan, &subscribers);
+    let counted_per_cohort = counted_subscribers(&plan, &subscribers);
+    let buckets = build_buckets(
+        config,
+        &plan,
+        wire,
+        subscribers,
+        &joined,
+        (&frame_bytes, &checked_per_cohort),
+    )?;
     let cpu_at_start = cpu_seconds();
     let wall_at_start = Instant::now();
-    let cohort_subscribers = plan
-        .cohorts
+    // The closed loop's window follows the reading subscribers, read at once, where a
+    // cohort has any (the counting ones are read in harvests, receiver module docs).
+    let cohort_subscribers = checked_per_cohort
         .iter()
-        .map(|cohort| {
-            if config.mode.subscribes() {
-                cohort.subscribers.len() as u64
-            } else {
-                0
-            }
-        })
+        .zip(&counted_per_cohort)
+        .map(|(reading, counting)| if *reading > 0 { *reading } else { *counting })
         .collect();
     let shared = Arc::new(Shared::new(
         measure_from,
@@ -274,11 +278,12 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     let receiving_threads = buckets.len();
     let receivers: Vec<_> = buckets
         .into_iter()
-        .map(|bucket| {
+        .enumerate()
+        .map(|(index, bucket)| {
             let shared = Arc::clone(&shared);
             let cpu = next_cpu();
-            // Verifying threads beside byte-checking ones yield the core to them (module
-            // docs of join_subscribers); a verifying stream that falls behind is reset by
+            // Verifying threads beside byte-checking ones yield the core to them (docs of
+            // build_buckets); a verifying stream that falls behind is reset by
             // the broker and reported, instead of dragging every stream down.
             let yielding = mixed && bucket.iter().all(Endpoint::verifies);
             thread::Builder::new()
@@ -288,12 +293,12 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
                     if yielding {
                         lower_priority();
                     }
-                    receiver::run(bucket, &shared)
+                    receiver::run(bucket, &shared, index, cpu)
                 })
         })
         .collect::<Result<_, _>>()
         .map_err(failed("spawning a receiver"))?;
-    let senders: Vec<_> = joined
+    let tasks: Vec<SendTask> = joined
         .into_iter()
         .map(|publisher| {
             let source = if wire == Wire::Nats {
@@ -311,7 +316,7 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
                         .unwrap_or_default(),
                 ))
             };
-            let task = SendTask {
+            SendTask {
                 publisher: publisher.global,
                 stream: publisher.stream,
                 source,
@@ -320,58 +325,69 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
                 deadline_ns: deadline,
                 cohort: publisher.cohort,
                 window: config.window,
-            };
+            }
+        })
+        .collect();
+    let send_threads = config.send_threads.clamp(1, tasks.len().max(1));
+    let mut per_thread: Vec<Vec<SendTask>> = (0..send_threads).map(|_| Vec::new()).collect();
+    for (at, task) in tasks.into_iter().enumerate() {
+        per_thread[at % send_threads].push(task);
+    }
+    let senders: Vec<_> = per_thread
+        .into_iter()
+        .filter(|tasks| !tasks.is_empty())
+        .enumerate()
+        .map(|(index, tasks)| {
             let shared = Arc::clone(&shared);
             let cpu = next_cpu();
             thread::Builder::new()
                 .name("bps-bench-send".to_owned())
                 .spawn(move || {
                     pin(cpu);
-                    sender::run(task, &shared)
+                    sender::run(tasks, &shared, index, cpu)
                 })
         })
         .collect::<Result<_, _>>()
         .map_err(failed("spawning a sender"))?;
+    let sending_threads = senders.len();
 
     // 5. Progress, then drain.
-    let progress = Progress::new(config.quiet, t0, measure_from, measure_to);
-    let mut progress = progress;
+    let mut progress = Progress::new(config.quiet, t0, measure_from, measure_to);
     while now_ns() < measure_to && !(senders.is_empty() && receivers.is_empty()) {
         if !senders.is_empty() && senders.iter().all(thread::JoinHandle::is_finished) {
             break;
         }
         progress.tick(&shared);
     }
-    let outcomes: Vec<SendOutcome> = senders
-        .into_iter()
-        .map(|handle| {
-            handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        })
-        .collect();
-    let cohort_subscribers = |cohort: u32| {
-        if config.mode.subscribes() {
-            plan.cohorts
-                .get(cohort as usize)
-                .map_or(0, |cohort: &CohortPlan| cohort.subscribers.len() as u64)
-        } else {
-            0
-        }
+    let mut outcomes: Vec<SendOutcome> = Vec::new();
+    let mut thread_cpu = Vec::new();
+    for handle in senders {
+        let sent = handle
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        outcomes.extend(sent.outcomes);
+        thread_cpu.push(sent.cpu);
+    }
+    let cohort_of = |publisher: u32| {
+        shared
+            .publishers
+            .get(publisher as usize)
+            .map_or(0, |publisher| publisher.cohort)
     };
-    let expected: u64 = outcomes
+    let written = Written::of(&plan, &outcomes, &cohort_of);
+    let expected_checked: u64 = outcomes
         .iter()
         .map(|outcome| {
-            let cohort = shared
-                .publishers
-                .get(outcome.publisher as usize)
-                .map_or(0, |publisher| publisher.cohort);
-            outcome.measured * cohort_subscribers(cohort)
+            let cohort = cohort_of(outcome.publisher) as usize;
+            outcome.measured * checked_per_cohort.get(cohort).copied().unwrap_or(0)
         })
         .sum();
+    let expected_counted = written.expected_total(&counted_per_cohort, &plan);
     let drain_until = now_ns().max(measure_to) + config.drain.as_nanos() as u64;
     while !receivers.is_empty() && now_ns() < drain_until {
-        if config.mode != Mode::Sub && shared.delivered_measured.load(Ordering::Relaxed) >= expected
+        if config.mode != Mode::Sub
+            && shared.delivered_measured.load(Ordering::Relaxed) >= expected_checked
+            && shared.counted_frames.load(Ordering::Relaxed) >= expected_counted
         {
             break;
         }
@@ -390,11 +406,20 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     let cpu_cores_used = (cpu_seconds() - cpu_at_start) / wall_at_start.elapsed().as_secs_f64();
 
     // 6. The report.
+    let receive_window_busy_cores_max = totals
+        .threads
+        .iter()
+        .filter_map(|thread| thread.window_busy_cores)
+        .reduce(f64::max);
+    thread_cpu.splice(0..0, totals.threads.iter().cloned());
     let mut generator = Generator {
         threads: receiving_threads,
         cpus: config.cpus.clone(),
         presigned: if signs { count * publishers } else { 0 },
         presign_s: round(presign_s, 3),
+        send_threads: sending_threads,
+        receive_window_busy_cores_max,
+        thread_cpu,
         ..Generator::default()
     };
     let mut first_error = totals.first_error.clone();
@@ -413,10 +438,15 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     let measured_s = measured_seconds(&shared, config, closed);
     let published: u64 = outcomes.iter().map(|outcome| outcome.measured_sent).sum();
     let offered: u64 = outcomes.iter().map(|outcome| outcome.measured).sum();
+    let mut verification = verification;
+    verification.counted = written.tally(&totals.counted_streams, totals.counted_measured);
     let (expected, delivered) = if config.mode == Mode::Sub {
         (totals.measured_span, totals.measured)
     } else {
-        (expected, totals.measured)
+        (
+            expected_checked + verification.counted.expected_frames,
+            totals.measured + verification.counted.received_frames,
+        )
     };
     report.closed_loop = closed;
     report.target = Some(config.target.clone());
@@ -436,7 +466,8 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     report.published = published;
     report.publications_per_s = round(published as f64 / measured_s, 1);
     report.offered_per_s = round(offered as f64 / measured_s, 1);
-    report.deliveries_per_s = round(delivered as f64 / measured_s, 1);
+    let measured_deliveries = totals.measured + totals.counted_measured;
+    report.deliveries_per_s = round(measured_deliveries as f64 / measured_s, 1);
     report.delivered_bytes_per_s = round(totals.payload_bytes as f64 / measured_s, 1);
     report.delivered_wire_bytes_per_s = round(totals.wire_bytes as f64 / measured_s, 1);
     report.expected = expected;
@@ -454,6 +485,371 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     report.generator = generator;
     report.first_error = first_error;
     Ok(report)
+}
+
+/// Frames the publishers wrote completely, by cohort and by publisher: what each counting
+/// stream must have received.
+struct Written {
+    by_cohort: Vec<u64>,
+    by_publisher: Vec<u64>,
+}
+
+impl Written {
+    fn of(plan: &Plan, outcomes: &[SendOutcome], cohort_of: &dyn Fn(u32) -> u32) -> Self {
+        let mut written = Self {
+            by_cohort: vec![0; plan.cohorts.len()],
+            by_publisher: vec![0; plan.publisher_count()],
+        };
+        for outcome in outcomes {
+            if let Some(count) = written
+                .by_cohort
+                .get_mut(cohort_of(outcome.publisher) as usize)
+            {
+                *count += outcome.written;
+            }
+            if let Some(count) = written.by_publisher.get_mut(outcome.publisher as usize) {
+                *count = outcome.written;
+            }
+        }
+        written
+    }
+
+    /// What one counting stream should have received: all of its cohort, less its own
+    /// publisher's (never echo, R25).
+    fn expected_for(&self, cohort: u32, own_publisher: Option<u32>) -> u64 {
+        let all = self.by_cohort.get(cohort as usize).copied().unwrap_or(0);
+        let own = own_publisher
+            .and_then(|publisher| self.by_publisher.get(publisher as usize))
+            .copied()
+            .unwrap_or(0);
+        all.saturating_sub(own)
+    }
+
+    /// Frames all counting streams should receive: `counted_subscribers` per cohort, plus
+    /// every publisher stream of a cohort with several publishers.
+    fn expected_total(&self, counted_subscribers: &[u64], plan: &Plan) -> u64 {
+        let subscribers: u64 = counted_subscribers
+            .iter()
+            .enumerate()
+            .map(|(cohort, count)| count * self.by_cohort.get(cohort).copied().unwrap_or(0))
+            .sum();
+        let publisher_streams: u64 = plan
+            .cohorts
+            .iter()
+            .filter(|cohort| cohort.publishers.len() > 1)
+            .flat_map(|cohort| cohort.publishers.iter())
+            .map(|publisher| self.expected_for(publisher.cohort, Some(publisher.global)))
+            .sum();
+        subscribers + publisher_streams
+    }
+
+    /// The counting streams' tally against what was written to them.
+    fn tally(&self, streams: &[CountedStream], measured_frames: u64) -> CountedFigures {
+        let mut figures = CountedFigures {
+            measured_frames,
+            ..CountedFigures::default()
+        };
+        for stream in streams {
+            let expected = self.expected_for(stream.cohort, stream.own_publisher);
+            figures.expected_frames += expected;
+            figures.received_frames += stream.frames.min(expected);
+            figures.short_streams += u64::from(stream.is_short(expected));
+            figures.reset_streams += u64::from(!stream.open);
+        }
+        figures
+    }
+}
+
+/// `--sources` binds loopback addresses, which reach only a server on this host.
+fn require_loopback(target: &str) -> Result<(), RunError> {
+    let addresses: Vec<IpAddr> = target
+        .to_socket_addrs()
+        .map_err(|error| RunError::Failed(format!("cannot resolve {target}: {error}")))?
+        .map(|address| address.ip())
+        .collect();
+    if addresses.is_empty() || !addresses.iter().all(IpAddr::is_loopback) {
+        return Err(RunError::Failed(format!(
+            "--sources binds 127.0.0.x source addresses, so the target must be on loopback, not {target}"
+        )));
+    }
+    Ok(())
+}
+
+/// Signs every message of one publisher (module docs, step 3).
+fn sign_publisher(
+    config: &LoadConfig,
+    plan: &Plan,
+    publisher: &JoinedPublisher,
+    schedule: Schedule,
+    base_index: u64,
+    count: u64,
+    workers: usize,
+) -> Result<Vec<Bytes>, RunError> {
+    let cohort = plan
+        .cohorts
+        .get(publisher.cohort as usize)
+        .ok_or_else(|| RunError::Failed(format!("no cohort {}", publisher.cohort)))?;
+    let key = cohort
+        .publishers
+        .iter()
+        .find(|plan| plan.global == publisher.global)
+        .map(|plan| &plan.key)
+        .ok_or_else(|| RunError::Failed(format!("no publisher {}", publisher.global)))?;
+    let job = SignJob {
+        spec: cohort.spec,
+        key,
+        challenge: publisher.challenge,
+        base_index,
+        count,
+    };
+    let (global, cohort_index, size) = (publisher.global, publisher.cohort, config.size);
+    presign(&job, workers, &|sequence| {
+        let stamp = Stamp {
+            publisher: global,
+            sequence,
+            intended_ns: schedule.intended_ns(sequence).unwrap_or(0),
+            cohort: cohort_index,
+        };
+        payload(&stamp, size)
+    })
+    .map_err(|error| RunError::Failed(format!("presigning: {error}")))
+}
+
+/// The one frame length of each cohort's presigned frames (what counting streams divide
+/// by), or why there is none.
+fn cohort_frame_bytes(
+    plan: &Plan,
+    frames_by_publisher: &[Vec<Bytes>],
+) -> Vec<Result<usize, String>> {
+    plan.cohorts
+        .iter()
+        .map(|cohort| {
+            let mut lengths = cohort
+                .publishers
+                .iter()
+                .filter_map(|publisher| frames_by_publisher.get(publisher.global as usize))
+                .flatten()
+                .map(Bytes::len);
+            let Some(first) = lengths.next() else {
+                return Err(format!("cohort {} has no presigned frames", cohort.index));
+            };
+            match lengths.find(|length| *length != first) {
+                None => Ok(first),
+                Some(other) => Err(format!(
+                    "cohort {}: presigned frames of {first} and {other} bytes; counting needs one \
+                     length (use --check-fraction 1 to read every frame)",
+                    cohort.index
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Subscribers per cohort that read every frame (the population of `expected` by stamp).
+fn reading_subscribers(plan: &Plan, subscribers: &[JoinedSubscriber]) -> Vec<u64> {
+    let mut counts = vec![0u64; plan.cohorts.len()];
+    for subscriber in subscribers
+        .iter()
+        .filter(|subscriber| subscriber.kind != CheckKind::Count)
+    {
+        if let Some(count) = counts.get_mut(subscriber.cohort as usize) {
+            *count += 1;
+        }
+    }
+    counts
+}
+
+/// Subscribers per cohort that only count bytes.
+fn counted_subscribers(plan: &Plan, subscribers: &[JoinedSubscriber]) -> Vec<u64> {
+    let mut counts = vec![0u64; plan.cohorts.len()];
+    for subscriber in subscribers
+        .iter()
+        .filter(|subscriber| subscriber.kind == CheckKind::Count)
+    {
+        if let Some(count) = counts.get_mut(subscriber.cohort as usize) {
+            *count += 1;
+        }
+    }
+    counts
+}
+
+/// How many subscribers check how (the report's `verification`, counted part aside).
+fn verification_of(
+    config: &LoadConfig,
+    wire: Wire,
+    subscribers: &[JoinedSubscriber],
+    plan: &Plan,
+    publishers: &[JoinedPublisher],
+) -> Verification {
+    let mut verification = Verification {
+        fraction: config.verify_fraction,
+        check_fraction: config.check_fraction,
+        check_min: config.check_min,
+        ..Verification::default()
+    };
+    for subscriber in subscribers {
+        match (subscriber.kind, wire, config.mode) {
+            (CheckKind::Verify, _, _) => verification.verifying_subscribers += 1,
+            (CheckKind::Compare, Wire::Bps, Mode::Pubsub) => {
+                verification.byte_checked_subscribers += 1
+            }
+            (CheckKind::Compare, _, _) => verification.stamp_only_subscribers += 1,
+            (CheckKind::Count, _, _) => verification.counted_only_subscribers += 1,
+        }
+    }
+    verification.counted_publisher_streams = publishers
+        .iter()
+        .filter(|publisher| counts_publisher_stream(wire, plan, publisher.cohort))
+        .count() as u64;
+    verification
+}
+
+/// Whether a publisher's own stream is read (counted): BPS under publishers ALL, where it
+/// receives the other publishers (a live stream's publisher receives nothing).
+fn counts_publisher_stream(wire: Wire, plan: &Plan, cohort: u32) -> bool {
+    wire == Wire::Bps
+        && plan
+            .cohorts
+            .get(cohort as usize)
+            .is_some_and(|cohort| cohort.publishers.len() > 1)
+}
+
+/// Every receiving endpoint, in one bucket per receiving thread: subscribers round robin
+/// (verifying ones, when only some verify, in `config.threads` buckets of their own: a
+/// verification, ~70 µs, must not hold up the other streams behind it on the same thread,
+/// or the broker would reset those for full queues, R26, and the run would measure the
+/// generator), then the counted publisher streams round robin over the other buckets.
+/// `frame_bytes` is each cohort's frame length, `reading` its subscribers that read.
+fn build_buckets(
+    config: &LoadConfig,
+    plan: &Plan,
+    wire: Wire,
+    subscribers: Vec<JoinedSubscriber>,
+    publishers: &[JoinedPublisher],
+    (frame_bytes, reading): (&[Result<usize, String>], &[u64]),
+) -> Result<Vec<Vec<Endpoint>>, RunError> {
+    let threads = config.threads.max(1);
+    let verifying = subscribers
+        .iter()
+        .filter(|subscriber| subscriber.kind == CheckKind::Verify)
+        .count();
+    let mixed = verifying > 0 && verifying < subscribers.len();
+    let mut buckets: Vec<Vec<Endpoint>> = (0..if mixed { 2 * threads } else { threads })
+        .map(|_| Vec::new())
+        .collect();
+    let (mut plain_slot, mut verifying_slot) = (0usize, 0usize);
+    let frame_of = |cohort: u32| {
+        frame_bytes
+            .get(cohort as usize)
+            .cloned()
+            .unwrap_or_else(|| Err(format!("no cohort {cohort}")))
+            .map_err(RunError::Failed)
+    };
+    for subscriber in subscribers {
+        let cohort = plan
+            .cohorts
+            .get(subscriber.cohort as usize)
+            .ok_or_else(|| RunError::Failed(format!("no cohort {}", subscriber.cohort)))?;
+        let check = match (subscriber.kind, wire) {
+            (CheckKind::Verify, _) => Check::Verify(Box::new(Subscriber::new(cohort.spec))),
+            (CheckKind::Compare, Wire::Bps) if config.mode == Mode::Pubsub => Check::Bytes,
+            (CheckKind::Compare, _) => Check::Stamp,
+            (CheckKind::Count, Wire::Bps) => Check::Count {
+                frame_bytes: frame_of(subscriber.cohort)?,
+                payload_bytes: config.size,
+            },
+            (CheckKind::Count, Wire::Nats) => Check::Count {
+                frame_bytes: nats::msg_bytes(
+                    &plan.nats_subject(subscriber.cohort),
+                    nats_sid(subscriber.member),
+                    config.size,
+                ),
+                payload_bytes: config.size,
+            },
+        };
+        let bucket = if mixed && subscriber.kind == CheckKind::Verify {
+            verifying_slot += 1;
+            threads + (verifying_slot - 1) % threads
+        } else {
+            plain_slot += 1;
+            (plain_slot - 1) % threads
+        };
+        let endpoint = Endpoint::new(
+            subscriber.stream,
+            &subscriber.leftover,
+            wire,
+            subscriber.cohort,
+            subscriber.cohort * plan.publishers_per_cohort,
+            plan.publishers_per_cohort,
+            check,
+        )
+        .map_err(failed("subscriber socket"))?;
+        let has_readers = reading
+            .get(subscriber.cohort as usize)
+            .is_some_and(|count| *count > 0);
+        buckets[bucket].push(if endpoint.counts() && has_readers {
+            endpoint.outside_window()
+        } else {
+            endpoint
+        });
+    }
+    for publisher in publishers
+        .iter()
+        .filter(|publisher| counts_publisher_stream(wire, plan, publisher.cohort))
+    {
+        let stream = publisher
+            .stream
+            .try_clone()
+            .map_err(failed("publisher socket"))?;
+        let endpoint = Endpoint::publisher_stream(
+            stream,
+            &publisher.leftover,
+            publisher.cohort,
+            publisher.global,
+            frame_of(publisher.cohort)?,
+            config.size,
+        )
+        .map_err(failed("publisher socket"))?;
+        plain_slot += 1;
+        buckets[(plain_slot - 1) % threads].push(endpoint);
+    }
+    Ok(buckets)
+}
+
+/// The NATS subscription id of subscriber `member` (ids start at 1).
+fn nats_sid(member: u32) -> u64 {
+    u64::from(member) + 1
+}
+
+/// Runs `work` on every item, `threads` contiguous shares in parallel; results in order,
+/// or the first error.
+fn in_parallel<T: Send, R: Send>(
+    items: Vec<T>,
+    threads: usize,
+    work: &(dyn Fn(T) -> Result<R, RunError> + Sync),
+) -> Result<Vec<R>, RunError> {
+    let share = items.len().div_ceil(threads.max(1)).max(1);
+    let mut shares: Vec<Vec<T>> = Vec::new();
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        shares.push(items.by_ref().take(share).collect());
+    }
+    thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
+                scope.spawn(move || share.into_iter().map(work).collect::<Result<Vec<R>, _>>())
+            })
+            .collect();
+        let mut results = Vec::new();
+        for handle in handles {
+            let part = handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            results.extend(part);
+        }
+        Ok(results)
+    })
 }
 
 /// The send-lag percentiles over all publishers: the worst publisher's (lags are per
@@ -521,59 +917,21 @@ fn pin(cpu: Option<usize>) {
     }
 }
 
-/// Joins every subscriber, spread round robin over `config.threads` buckets (one per
-/// receiving thread), each bucket joined by its own thread. When only some subscribers
-/// verify, they get `config.threads` buckets of their own (the last ones): a verification
-/// (~70 µs) must not hold up the byte-checked streams behind it on the same thread, or the
-/// broker would reset those for full queues (R26) and the run would measure the generator.
+/// Joins every subscriber of the plan, [`JOIN_THREADS`] at a time.
 fn join_subscribers(
     config: &LoadConfig,
     plan: &Plan,
     wire: Wire,
-) -> Result<Vec<Vec<Endpoint>>, RunError> {
-    let threads = config.threads.max(1);
-    let verifying = if wire == Wire::Bps {
-        config.verifying_per_cohort()
-    } else {
-        0
-    };
-    let mixed = verifying > 0 && verifying < config.subscribers;
-    let mut work: Vec<Vec<(u32, u32)>> =
-        vec![Vec::new(); if mixed { 2 * threads } else { threads }];
-    let (mut plain_slot, mut verifying_slot) = (0usize, 0usize);
-    for cohort in &plan.cohorts {
-        for member in 0..cohort.subscribers.len() as u32 {
-            if mixed && member < verifying {
-                work[threads + verifying_slot % threads].push((cohort.index, member));
-                verifying_slot += 1;
-            } else {
-                work[plain_slot % threads].push((cohort.index, member));
-                plain_slot += 1;
-            }
-        }
-    }
-    thread::scope(|scope| {
-        let handles: Vec<_> = work
-            .into_iter()
-            .map(|members| {
-                scope.spawn(move || {
-                    members
-                        .into_iter()
-                        .map(|(cohort, member)| {
-                            join_subscriber(config, plan, wire, cohort, member, member < verifying)
-                        })
-                        .collect::<Result<Vec<_>, _>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
+) -> Result<Vec<JoinedSubscriber>, RunError> {
+    let members: Vec<(u32, u32)> = plan
+        .cohorts
+        .iter()
+        .flat_map(|cohort| {
+            (0..cohort.subscribers.len() as u32).map(|member| (cohort.index, member))
+        })
+        .collect();
+    in_parallel(members, JOIN_THREADS, &|(cohort, member)| {
+        join_subscriber(config, plan, wire, cohort, member)
     })
 }
 
@@ -583,140 +941,148 @@ fn join_subscriber(
     wire: Wire,
     cohort_index: u32,
     member: u32,
-    verify: bool,
-) -> Result<Endpoint, RunError> {
+) -> Result<JoinedSubscriber, RunError> {
     let cohort = plan
         .cohorts
         .get(cohort_index as usize)
         .ok_or_else(|| RunError::Failed(format!("no cohort {cohort_index}")))?;
-    let first_publisher = cohort_index * plan.publishers_per_cohort;
-    let publishers = plan.publishers_per_cohort;
-    match wire {
+    let source = plan
+        .source_of(cohort_index, Member::Subscriber(member))
+        .map(IpAddr::V4);
+    let kind = config.check_of(member);
+    let (stream, leftover) = match wire {
         Wire::Bps => {
             let addr = cohort
                 .subscribers
                 .get(member as usize)
                 .copied()
                 .unwrap_or([0; 20]);
-            let session = join(&config.target, cohort, &addr)?;
-            let (stream, leftover) = session.into_parts();
-            let check = if verify {
-                Check::Verify(Box::new(Subscriber::new(cohort.spec)))
-            } else if config.mode == Mode::Pubsub {
-                Check::Bytes
-            } else {
-                Check::Stamp
-            };
-            Endpoint::new(
-                stream,
-                &leftover,
-                wire,
-                cohort_index,
-                first_publisher,
-                publishers,
-                check,
-            )
-            .map_err(failed("subscriber socket"))
+            let joined = join(&config.target, source, cohort, &addr)?;
+            (joined.stream, joined.leftover)
         }
         Wire::Nats => {
-            let connected =
-                nats::connect(&config.target, "bps-bench-sub").map_err(failed("NATS connect"))?;
+            let connected = nats::connect(&config.target, source, "bps-bench-sub")
+                .map_err(failed("NATS connect"))?;
             let subscribed = nats::subscribe(
                 connected,
                 &plan.nats_subject(cohort_index),
-                u64::from(member) + 1,
+                nats_sid(member),
             )
             .map_err(failed("NATS subscribe"))?;
-            Endpoint::new(
-                subscribed.stream,
-                &subscribed.leftover,
-                wire,
-                cohort_index,
-                first_publisher,
-                publishers,
-                Check::Stamp,
-            )
-            .map_err(failed("subscriber socket"))
+            (subscribed.stream, subscribed.leftover)
         }
-    }
+    };
+    Ok(JoinedSubscriber {
+        cohort: cohort_index,
+        member,
+        kind,
+        stream,
+        leftover,
+    })
 }
 
-fn join(target: &str, cohort: &CohortPlan, addr: &[u8; 20]) -> Result<Session, RunError> {
-    match Session::join(target, &cohort.spec, addr, SessionConfig::default()) {
-        Ok(JoinOutcome::Joined(session)) => Ok(session),
-        Ok(JoinOutcome::Refused(status)) => Err(RunError::Refused(format!(
+fn join(
+    target: &str,
+    source: Option<IpAddr>,
+    cohort: &CohortPlan,
+    addr: &[u8; 20],
+) -> Result<dial::Joined, RunError> {
+    dial::join(target, source, &cohort.spec, addr).map_err(|error| match error {
+        JoinError::Refused(status) => RunError::Refused(format!(
             "join of cohort {} refused: {}{}",
             cohort.index,
             Status::as_str_name(&status),
             if status == Status::Full {
-                " (a broker bounds streams per peer address and cohort, R33: load from one \
-                 address needs those bounds raised, e.g. bps-broker \
-                 --set limits.streams_per_peer_per_cohort_max=20000)"
+                " (a broker bounds streams per peer address and cohort, R33, cohorts per peer, \
+                 R32, and cohorts, R31: load from few addresses needs more --sources or those \
+                 bounds raised, e.g. bps-broker --set limits.streams_per_peer_per_cohort_max=20000 \
+                 --set limits.cohorts_per_peer_max=2000 --set limits.cohorts_max=2000)"
             } else {
                 ""
             }
-        ))),
-        Err(error) => Err(RunError::Failed(format!(
-            "join of cohort {}: {error}",
-            cohort.index
-        ))),
-    }
+        )),
+        JoinError::Failed(message) => {
+            RunError::Failed(format!("join of cohort {}: {message}", cohort.index))
+        }
+    })
 }
 
-/// Joins every publisher; a pending stream (the live stream's admin) claims at once.
+/// Joins every publisher, [`JOIN_THREADS`] at a time; a pending stream (the live stream's
+/// admin) claims at once.
 fn join_publishers(
     config: &LoadConfig,
     plan: &Plan,
     base_index: u64,
 ) -> Result<Vec<JoinedPublisher>, RunError> {
-    let mut joined = Vec::new();
-    for cohort in &plan.cohorts {
-        for publisher in &cohort.publishers {
-            if config.mode == Mode::Nats {
-                let connected = nats::connect(&config.target, "bps-bench-pub")
-                    .map_err(failed("NATS connect"))?;
-                joined.push(JoinedPublisher {
-                    global: publisher.global,
-                    cohort: cohort.index,
-                    stream: connected.stream,
-                    challenge: [0; 32],
-                });
-                continue;
-            }
-            let mut session = join(&config.target, cohort, &publisher.key.address())?;
-            let challenge = *session.challenge();
-            let mut client = Publisher::new(
-                cohort.spec,
-                publisher.key.clone(),
-                PublisherConfig {
-                    data_index_start: base_index,
-                    ..PublisherConfig::default()
-                },
-            )
-            .map_err(|error| RunError::Failed(error.to_string()))?;
-            client.begin_session(challenge);
-            if client.role() == Some(Role::Pending) {
-                let claim = client
-                    .next_frame()
-                    .map_err(|error| RunError::Failed(error.to_string()))?
-                    .ok_or_else(|| {
-                        RunError::Failed("a pending publisher has no claim to send".to_owned())
-                    })?;
-                session
-                    .send(&claim.signed.frame)
-                    .map_err(|error| RunError::Failed(format!("claim: {error}")))?;
-                client.mark_sent();
-            }
-            let (stream, _) = session.into_parts();
-            joined.push(JoinedPublisher {
-                global: publisher.global,
-                cohort: cohort.index,
-                stream,
-                challenge,
-            });
-        }
+    let publishers: Vec<(u32, u32)> = plan
+        .cohorts
+        .iter()
+        .flat_map(|cohort| (0..cohort.publishers.len() as u32).map(|local| (cohort.index, local)))
+        .collect();
+    in_parallel(publishers, JOIN_THREADS, &|(cohort, local)| {
+        join_publisher(config, plan, base_index, cohort, local)
+    })
+}
+
+fn join_publisher(
+    config: &LoadConfig,
+    plan: &Plan,
+    base_index: u64,
+    cohort_index: u32,
+    local: u32,
+) -> Result<JoinedPublisher, RunError> {
+    let cohort = plan
+        .cohorts
+        .get(cohort_index as usize)
+        .ok_or_else(|| RunError::Failed(format!("no cohort {cohort_index}")))?;
+    let publisher = cohort.publishers.get(local as usize).ok_or_else(|| {
+        RunError::Failed(format!("no publisher {local} in cohort {cohort_index}"))
+    })?;
+    let source = plan
+        .source_of(cohort_index, Member::Publisher(local))
+        .map(IpAddr::V4);
+    if config.mode == Mode::Nats {
+        let connected = nats::connect(&config.target, source, "bps-bench-pub")
+            .map_err(failed("NATS connect"))?;
+        return Ok(JoinedPublisher {
+            global: publisher.global,
+            cohort: cohort_index,
+            stream: connected.stream,
+            challenge: [0; 32],
+            leftover: connected.leftover,
+        });
     }
-    Ok(joined)
+    let mut joined = join(&config.target, source, cohort, &publisher.key.address())?;
+    let mut client = Publisher::new(
+        cohort.spec,
+        publisher.key.clone(),
+        PublisherConfig {
+            data_index_start: base_index,
+            ..PublisherConfig::default()
+        },
+    )
+    .map_err(|error| RunError::Failed(error.to_string()))?;
+    client.begin_session(joined.challenge);
+    if client.role() == Some(Role::Pending) {
+        let claim = client
+            .next_frame()
+            .map_err(|error| RunError::Failed(error.to_string()))?
+            .ok_or_else(|| {
+                RunError::Failed("a pending publisher has no claim to send".to_owned())
+            })?;
+        joined
+            .stream
+            .write_all(&claim.signed.frame)
+            .map_err(failed("claim"))?;
+        client.mark_sent();
+    }
+    Ok(JoinedPublisher {
+        global: publisher.global,
+        cohort: cohort_index,
+        stream: joined.stream,
+        challenge: joined.challenge,
+        leftover: joined.leftover,
+    })
 }
 
 /// The once-a-second progress line on stderr.
@@ -751,7 +1117,8 @@ impl Progress {
             return;
         }
         let published = shared.published.load(Ordering::Relaxed);
-        let delivered = shared.delivered.load(Ordering::Relaxed);
+        let delivered = shared.delivered.load(Ordering::Relaxed)
+            + shared.counted_frames.load(Ordering::Relaxed);
         let seconds = elapsed.as_secs_f64();
         let now = now_ns();
         let phase = if now < self.t0 {
@@ -778,5 +1145,77 @@ impl Progress {
         self.last_at = Instant::now();
         self.last_published = published;
         self.last_delivered = delivered;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bps_proto::Binding;
+
+    use super::*;
+    use crate::load::latency::LatencySummary;
+
+    fn outcome(publisher: u32, written: u64) -> SendOutcome {
+        SendOutcome {
+            publisher,
+            sent: written,
+            written,
+            measured: 0,
+            measured_sent: 0,
+            exhausted: false,
+            backlog: 0,
+            lag: LatencySummary::default(),
+            skipped: 0,
+            realtime: false,
+            error: None,
+        }
+    }
+
+    fn stream(
+        own_publisher: Option<u32>,
+        frames: u64,
+        partial_bytes: u64,
+        open: bool,
+    ) -> CountedStream {
+        CountedStream {
+            cohort: 0,
+            own_publisher,
+            frames,
+            partial_bytes,
+            server_pings: 0,
+            open,
+        }
+    }
+
+    #[test]
+    fn counted_streams_expect_everyone_but_their_own_publisher_and_loss_shows() {
+        // One ALL cohort of three publishers (D7): 10, 20 and 30 frames written.
+        let plan = Plan::new(1, 1, 3, 2, Binding::Mnemonic).expect("plan");
+        let outcomes = [outcome(0, 10), outcome(1, 20), outcome(2, 30)];
+        let written = Written::of(&plan, &outcomes, &|_| 0);
+        assert_eq!(
+            written.expected_for(0, None),
+            60,
+            "a subscriber gets everything"
+        );
+        assert_eq!(written.expected_for(0, Some(1)), 40, "never its own (R25)");
+        // Two counting subscribers and the three publisher streams.
+        assert_eq!(written.expected_total(&[2], &plan), 2 * 60 + 50 + 40 + 30);
+        let streams = [
+            stream(None, 60, 0, true),
+            stream(None, 57, 100, false),
+            stream(Some(0), 50, 0, true),
+            stream(Some(1), 40, 0, true),
+            stream(Some(2), 31, 0, true),
+        ];
+        let tally = written.tally(&streams, 200);
+        assert_eq!(tally.expected_frames, 60 + 60 + 50 + 40 + 30);
+        assert_eq!(
+            tally.received_frames,
+            60 + 57 + 50 + 40 + 30,
+            "a stream's surplus never hides another's loss"
+        );
+        assert_eq!((tally.short_streams, tally.reset_streams), (1, 1));
+        assert_eq!(tally.measured_frames, 200);
     }
 }

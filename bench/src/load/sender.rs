@@ -1,19 +1,21 @@
-//! The publishing side of the generator: one thread per publisher stream, writing
-//! presigned frames (or, for NATS, freshly stamped `PUB` messages) on the schedule.
+//! The publishing side of the generator: threads that each drive a few publisher streams,
+//! writing presigned frames (or, for NATS, freshly stamped `PUB` messages) on the schedule.
 //!
-//! Owns: [`Source`] (where a message's bytes come from), [`SendTask`], the send loop
-//! ([`run`]) and its [`SendOutcome`]. Open loop: every message whose intended time has
-//! come is written, many per `write` when the thread woke late; the thread then sleeps
-//! (`ppoll`, 1 µs timer slack) until the next intended time, and the lag between intended
-//! and actual write time is recorded. Closed loop: frames are written back to back in
-//! batches as fast as the socket takes them (and, with a window, no further ahead of the
-//! cohort's average subscriber than the window), and each write time is published for the
-//! subscribers' latency. Inbound bytes are read and discarded (a publisher stream under
-//! ALL receives the other publishers' messages, R25) so the broker never resets it for a
-//! full queue; a NATS `PING` is answered. Warm-up messages already overdue when the
-//! thread starts (signing took longer than estimated) are skipped rather than sent in one
-//! burst: they are never measured, a burst would only measure the generator, and DATA
-//! index gaps are allowed (R27).
+//! Owns: [`Source`] (where a message's bytes come from), [`SendTask`] (one publisher
+//! stream), the send loop ([`run`], one thread over its tasks) and its [`SendOutcome`]s.
+//! Each turn steps every publisher of the thread, then waits (`ppoll`, 1 µs timer slack)
+//! for the earliest one's next intended time, or for a blocked stream to take more. Open
+//! loop: every message whose intended time has come is written, many per `write` when the
+//! thread woke late, and the lag between intended and actual write time is recorded.
+//! Closed loop: frames are written back to back in batches as fast as the socket takes
+//! them (and, with a window, no further ahead of the cohort's average subscriber than the
+//! window), and each write time is published for the subscribers' latency. A BPS
+//! publisher stream is never read here: the receiving threads count what it receives
+//! (under ALL, the other publishers' messages, R25), so the broker never resets it for a
+//! full queue; a NATS publisher stream is read for `PING` (answered) and `-ERR`. Warm-up
+//! messages already overdue when the thread starts (signing took longer than estimated)
+//! are skipped rather than sent in one burst: they are never measured, a burst would only
+//! measure the generator, and DATA index gaps are allowed (R27).
 //!
 //! Never: signs (that happened before `t0`), verifies, or reconnects.
 
@@ -27,10 +29,16 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::load::latency::{Latency, LatencySummary};
-use crate::load::poller::{tighten_timer_slack, wait_fd};
+use crate::load::poller::{PollSet, tighten_timer_slack};
 use crate::load::schedule::{Schedule, now_ns};
 use crate::load::shared::Shared;
 use crate::load::stamp::{Stamp, payload};
+use crate::load::thread_cpu::{CpuMeter, ThreadCpu};
+
+/// Publishers one sending thread drives by default: one `ppoll` over this many sockets
+/// stays cheap, and a few threads instead of one per publisher keep a thousand live
+/// streams from waking a thousand threads.
+pub const PUBLISHERS_PER_SEND_THREAD: usize = 64;
 
 /// Messages gathered into one write: measured on this machine, 16 frames per write moved
 /// about 4x more 4 KiB messages than one frame per write (ARCHITECTURE.md §2.6).
@@ -39,8 +47,13 @@ const FRAMES_PER_WRITE: u64 = 16;
 /// Longest sleep between looks at the socket and the clock.
 const IDLE_WAIT: Duration = Duration::from_millis(5);
 
-/// Sleep while the closed loop's window is full (deliveries are counted in batches).
+/// Sleep while the closed loop's window is full (deliveries are counted in batches), per
+/// publisher of the thread: a thread of many publishers that woke every 50 µs to look at
+/// their windows would take the core from the receiving thread that fills them...
 const WINDOW_WAIT: Duration = Duration::from_micros(50);
+
+/// ...so a thread sleeps `WINDOW_WAIT` times its publishers, up to this.
+const WINDOW_WAIT_MAX: Duration = Duration::from_millis(1);
 
 /// Where message bytes come from.
 #[derive(Debug, Clone)]
@@ -126,8 +139,10 @@ pub struct SendTask {
 pub struct SendOutcome {
     /// Its global number.
     pub publisher: u32,
-    /// Messages written.
+    /// Messages written (started).
     pub sent: u64,
+    /// Messages written completely: what its cohort's other streams must have received.
+    pub written: u64,
     /// Messages inside the measurement window that were due (open loop) or written
     /// (closed loop): each should reach every subscriber of the cohort.
     pub measured: u64,
@@ -148,69 +163,99 @@ pub struct SendOutcome {
     pub error: Option<String>,
 }
 
-/// Sends until the schedule's end (and any backlog, until the deadline).
-pub fn run(task: SendTask, shared: &Arc<Shared>) -> SendOutcome {
+/// What one sending thread did.
+#[derive(Debug, Clone)]
+pub struct SendThread {
+    /// One outcome per task, in task order.
+    pub outcomes: Vec<SendOutcome>,
+    /// The thread's CPU use.
+    pub cpu: ThreadCpu,
+}
+
+/// When a publisher wants the thread back.
+#[derive(Debug, Clone, Copy)]
+struct Wake {
+    /// Unix ns (now: at once).
+    at_ns: u64,
+    /// Its stream is blocked on a full send buffer.
+    write: bool,
+    /// Its stream is read here (NATS).
+    read: bool,
+}
+
+/// Sends `tasks` until each schedule's end (and any backlog, until its deadline); `index`
+/// and `cpu` label the thread's CPU figures.
+pub fn run(
+    tasks: Vec<SendTask>,
+    shared: &Arc<Shared>,
+    index: usize,
+    cpu: Option<usize>,
+) -> SendThread {
     tighten_timer_slack();
+    let mut meter = CpuMeter::start(shared.measure_from_ns, shared.measure_to_ns);
     // An open-loop sender sleeps between messages; as a real-time thread it preempts the
     // receiving threads on its core as soon as a message is due. A closed-loop sender never
     // sleeps for long, so it stays an ordinary thread that cannot starve the receivers.
-    let realtime = !task.schedule.is_closed() && become_realtime();
-    let mut sender = Sender {
-        pending: Vec::with_capacity(64 * 1024),
-        written: 0,
-        next: 0,
-        lag: Latency::new(),
-        scratch: vec![0u8; 64 * 1024],
-        pong: false,
-        written_in_window: 0,
-    };
-    if !task.schedule.is_closed() {
-        let warmup_end = task
-            .schedule
-            .window(0, shared.measure_from_ns)
-            .map_or(0, |range| range.end);
-        let overdue = task.schedule.due(now_ns()).unwrap_or(0);
-        sender.next = overdue.min(warmup_end).min(sender.total(&task));
+    let realtime = tasks.iter().any(|task| !task.schedule.is_closed()) && become_realtime();
+    let streams = tasks.len();
+    let mut lanes: Vec<Lane> = tasks
+        .into_iter()
+        .map(|task| Lane::new(task, shared))
+        .collect();
+    let mut scratch = vec![0u8; INBOUND_READ_BYTES];
+    let window_wait =
+        (WINDOW_WAIT * u32::try_from(lanes.len()).unwrap_or(u32::MAX)).min(WINDOW_WAIT_MAX);
+    let mut poll = PollSet::new();
+    let mut slots: Vec<usize> = Vec::with_capacity(lanes.len());
+    loop {
+        let now = now_ns();
+        meter.tick(now);
+        let mut earliest: Option<u64> = None;
+        poll.clear();
+        slots.clear();
+        for (at, lane) in lanes.iter_mut().enumerate() {
+            let Some(wake) = lane.turn(now, shared, window_wait, &mut scratch) else {
+                continue;
+            };
+            earliest = Some(earliest.map_or(wake.at_ns, |earliest| earliest.min(wake.at_ns)));
+            if wake.write || wake.read {
+                poll.push(lane.task.stream.as_raw_fd(), wake.read, wake.write);
+                slots.push(at);
+            }
+        }
+        let Some(earliest) = earliest else {
+            break;
+        };
+        let timeout = Duration::from_nanos(earliest.saturating_sub(now_ns())).min(IDLE_WAIT);
+        if poll.is_empty() && timeout.is_zero() {
+            continue;
+        }
+        if let Err(error) = poll.wait(timeout) {
+            for lane in lanes.iter_mut().filter(|lane| !lane.done) {
+                lane.fail(&error);
+            }
+            break;
+        }
+        for (slot, at) in slots.iter().enumerate() {
+            let (readable, writable) = poll.readiness(slot);
+            if let Some(lane) = lanes.get_mut(*at) {
+                lane.readable |= readable;
+                lane.writable |= writable;
+            }
+        }
     }
-    let skipped = sender.next;
-    let error = sender
-        .drive(&task, shared)
-        .err()
-        .map(|error| error.to_string());
-    let (measured, measured_sent) = match task.schedule {
-        Schedule::Open { .. } => task
-            .schedule
-            .window(shared.measure_from_ns, shared.measure_to_ns)
-            .map_or((0, 0), |range| {
-                let end = range.end.min(sender.total(&task));
-                (
-                    end.saturating_sub(range.start),
-                    end.min(sender.next).saturating_sub(range.start),
-                )
-            }),
-        Schedule::Closed => (sender.written_in_window, sender.written_in_window),
-    };
-    SendOutcome {
-        publisher: task.publisher,
-        sent: sender.next - skipped,
-        measured,
-        measured_sent,
-        exhausted: task.schedule.is_closed()
-            && task
-                .source
-                .limit()
-                .is_some_and(|limit| sender.next >= limit),
-        backlog: if task.schedule.is_closed() {
-            0
-        } else {
-            sender.total(&task).saturating_sub(sender.next)
-        },
-        lag: sender.lag.summary(),
-        skipped,
-        realtime,
-        error,
+    let outcomes = lanes
+        .into_iter()
+        .map(|lane| lane.outcome(shared, realtime))
+        .collect();
+    SendThread {
+        outcomes,
+        cpu: meter.finish("send", index, cpu, streams),
     }
 }
+
+/// Bytes read per call from a NATS publisher stream (only `PING`s and errors arrive).
+const INBOUND_READ_BYTES: usize = 16 * 1024;
 
 /// Asks for SCHED_FIFO at the lowest real-time priority; false when not permitted (the
 /// run goes on, and the report says so).
@@ -220,21 +265,74 @@ fn become_realtime() -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
 
+/// One publisher stream inside a sending thread.
 #[derive(Debug)]
-struct Sender {
+struct Lane {
+    task: SendTask,
     pending: Vec<u8>,
-    written: usize,
+    /// Bytes of `pending` already written.
+    written_bytes: usize,
+    /// The next sequence to append.
     next: u64,
+    /// The sequence of the first message in `pending`.
+    batch_start: u64,
     lag: Latency,
-    scratch: Vec<u8>,
     pong: bool,
     /// Closed loop: messages started inside the measurement window.
     written_in_window: u64,
+    /// Warm-up messages skipped at the start.
+    skipped: u64,
+    /// Readiness seen by the last wait (both at the start).
+    readable: bool,
+    writable: bool,
+    done: bool,
+    error: Option<String>,
 }
 
-impl Sender {
+impl Lane {
+    fn new(task: SendTask, shared: &Shared) -> Self {
+        let mut lane = Self {
+            task,
+            pending: Vec::with_capacity(64 * 1024),
+            written_bytes: 0,
+            next: 0,
+            batch_start: 0,
+            lag: Latency::new(),
+            pong: false,
+            written_in_window: 0,
+            skipped: 0,
+            readable: true,
+            writable: true,
+            done: false,
+            error: None,
+        };
+        if let Err(error) = lane.task.stream.set_nonblocking(true) {
+            lane.fail(&error);
+        }
+        if !lane.task.schedule.is_closed() {
+            let warmup_end = lane
+                .task
+                .schedule
+                .window(0, shared.measure_from_ns)
+                .map_or(0, |range| range.end);
+            let overdue = lane.task.schedule.due(now_ns()).unwrap_or(0);
+            lane.next = overdue.min(warmup_end).min(lane.total());
+        }
+        lane.skipped = lane.next;
+        lane.batch_start = lane.next;
+        lane
+    }
+
+    fn fail(&mut self, error: &io::Error) {
+        self.done = true;
+        if self.error.is_none() {
+            self.error = Some(error.to_string());
+        }
+    }
+
     /// Messages this task should send in all (open loop: those intended before the end).
-    fn total(&self, task: &SendTask) -> u64 {
+    fn total(&self) -> u64 {
+        let task = &self.task;
         let scheduled = match task.schedule {
             Schedule::Open { .. } => task
                 .schedule
@@ -247,104 +345,149 @@ impl Sender {
             .map_or(scheduled, |limit| scheduled.min(limit))
     }
 
-    fn drive(&mut self, task: &SendTask, shared: &Shared) -> io::Result<()> {
-        task.stream.set_nonblocking(true)?;
-        let published = shared.publishers.get(task.publisher as usize);
-        let total = self.total(task);
-        let mut stream = &task.stream;
-        loop {
-            let now = now_ns();
-            if now >= task.deadline_ns {
-                return Ok(());
+    /// One turn: write what is due; `None` once the task is done. A full closed-loop
+    /// window is looked at again after `window_wait`.
+    fn turn(
+        &mut self,
+        now: u64,
+        shared: &Shared,
+        window_wait: Duration,
+        scratch: &mut [u8],
+    ) -> Option<Wake> {
+        if self.done {
+            return None;
+        }
+        match self.step(now, shared, window_wait, scratch) {
+            Ok(Some(wake)) => Some(wake),
+            Ok(None) => {
+                self.done = true;
+                None
             }
-            if self.pending.is_empty() {
-                let target = match task.schedule {
-                    Schedule::Open { .. } => task.schedule.due(now).unwrap_or(0).min(total),
-                    Schedule::Closed if now >= task.end_ns => self.next,
-                    Schedule::Closed => (self.next + FRAMES_PER_WRITE).min(total).min(
-                        shared
-                            .window_limit(task.cohort, task.window)
-                            .unwrap_or(u64::MAX),
-                    ),
-                };
-                let batch_end = target.min(self.next + FRAMES_PER_WRITE);
-                for sequence in self.next..batch_end {
-                    let stamp_ns = match task.schedule.intended_ns(sequence) {
-                        Some(intended) => {
-                            self.lag.record_ns(now.saturating_sub(intended));
-                            intended
-                        }
-                        None => {
-                            if shared.measured(now) {
-                                self.written_in_window += 1;
-                            }
-                            if let Some(slot) = published.and_then(|publisher| {
-                                publisher.sent_ns.get(usize::try_from(sequence).ok()?)
-                            }) {
-                                slot.store(now, Ordering::Release);
-                            }
-                            now
-                        }
-                    };
-                    task.source.append(sequence, stamp_ns, &mut self.pending);
-                }
-                Shared::add(&shared.published, batch_end.saturating_sub(self.next));
-                self.next = self.next.max(batch_end);
-            }
-            if self.pong {
-                self.pending.extend_from_slice(b"PONG\r\n");
-                self.pong = false;
-            }
-            self.write_pending(&mut stream)?;
-            self.drain_inbound(&mut stream, matches!(task.source, Source::Nats { .. }))?;
-            let finished = match task.schedule {
-                Schedule::Open { .. } => self.next >= total,
-                Schedule::Closed => self.next >= total || now >= task.end_ns,
-            };
-            if finished && self.pending.is_empty() {
-                return Ok(());
-            }
-            let blocked = !self.pending.is_empty();
-            let window_full = shared
-                .window_limit(task.cohort, task.window)
-                .is_some_and(|limit| self.next >= limit);
-            let wait = match task.schedule.intended_ns(self.next) {
-                _ if blocked => IDLE_WAIT,
-                Some(next_at) => {
-                    Duration::from_nanos(next_at.saturating_sub(now_ns())).min(IDLE_WAIT)
-                }
-                None if window_full => WINDOW_WAIT,
-                None => Duration::ZERO,
-            };
-            if blocked || !wait.is_zero() {
-                wait_fd(task.stream.as_raw_fd(), blocked, wait)?;
+            Err(error) => {
+                self.fail(&error);
+                None
             }
         }
     }
 
-    fn write_pending(&mut self, stream: &mut &TcpStream) -> io::Result<()> {
-        while self.written < self.pending.len() {
-            match stream.write(&self.pending[self.written..]) {
+    fn step(
+        &mut self,
+        now: u64,
+        shared: &Shared,
+        window_wait: Duration,
+        scratch: &mut [u8],
+    ) -> io::Result<Option<Wake>> {
+        if now >= self.task.deadline_ns {
+            return Ok(None);
+        }
+        let total = self.total();
+        if self.pending.is_empty() {
+            self.fill(now, total, shared);
+        }
+        if self.pong {
+            self.pending.extend_from_slice(b"PONG\r\n");
+            self.pong = false;
+        }
+        if !self.pending.is_empty() && self.writable {
+            self.write_pending()?;
+        }
+        let nats = matches!(self.task.source, Source::Nats { .. });
+        if nats && self.readable {
+            self.drain_inbound(scratch)?;
+        }
+        let finished = match self.task.schedule {
+            Schedule::Open { .. } => self.next >= total,
+            Schedule::Closed => self.next >= total || now >= self.task.end_ns,
+        };
+        if finished && self.pending.is_empty() {
+            return Ok(None);
+        }
+        let blocked = !self.pending.is_empty();
+        let window_full = shared
+            .window_limit(self.task.cohort, self.task.window)
+            .is_some_and(|limit| self.next >= limit);
+        let idle = now + IDLE_WAIT.as_nanos() as u64;
+        let at_ns = match self.task.schedule.intended_ns(self.next) {
+            _ if blocked => idle,
+            Some(next_at) => next_at.min(idle),
+            None if window_full => now + window_wait.as_nanos() as u64,
+            None => now,
+        };
+        Ok(Some(Wake {
+            at_ns,
+            write: blocked,
+            read: nats,
+        }))
+    }
+
+    /// Appends the messages due now (at most one batch) to `pending`.
+    fn fill(&mut self, now: u64, total: u64, shared: &Shared) {
+        let task = &self.task;
+        let target = match task.schedule {
+            Schedule::Open { .. } => task.schedule.due(now).unwrap_or(0).min(total),
+            Schedule::Closed if now >= task.end_ns => self.next,
+            Schedule::Closed => (self.next + FRAMES_PER_WRITE).min(total).min(
+                shared
+                    .window_limit(task.cohort, task.window)
+                    .unwrap_or(u64::MAX),
+            ),
+        };
+        let batch_end = target.min(self.next + FRAMES_PER_WRITE);
+        let published = shared.publishers.get(task.publisher as usize);
+        self.batch_start = self.next;
+        for sequence in self.next..batch_end {
+            let stamp_ns = match task.schedule.intended_ns(sequence) {
+                Some(intended) => {
+                    self.lag.record_ns(now.saturating_sub(intended));
+                    intended
+                }
+                None => {
+                    if shared.measured(now) {
+                        self.written_in_window += 1;
+                    }
+                    if let Some(slot) = published.and_then(|publisher| {
+                        publisher.sent_ns.get(usize::try_from(sequence).ok()?)
+                    }) {
+                        slot.store(now, Ordering::Release);
+                    }
+                    now
+                }
+            };
+            task.source.append(sequence, stamp_ns, &mut self.pending);
+        }
+        Shared::add(&shared.published, batch_end.saturating_sub(self.next));
+        self.next = self.next.max(batch_end);
+    }
+
+    fn write_pending(&mut self) -> io::Result<()> {
+        let mut stream = &self.task.stream;
+        while self.written_bytes < self.pending.len() {
+            match stream.write(&self.pending[self.written_bytes..]) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::WriteZero,
                         "publisher stream closed",
                     ));
                 }
-                Ok(count) => self.written += count,
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Ok(count) => self.written_bytes += count,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    self.writable = false;
+                    return Ok(());
+                }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                 Err(error) => return Err(error),
             }
         }
         self.pending.clear();
-        self.written = 0;
+        self.written_bytes = 0;
+        self.batch_start = self.next;
         Ok(())
     }
 
-    fn drain_inbound(&mut self, stream: &mut &TcpStream, nats: bool) -> io::Result<()> {
+    fn drain_inbound(&mut self, scratch: &mut [u8]) -> io::Result<()> {
+        let mut stream = &self.task.stream;
         loop {
-            match stream.read(&mut self.scratch) {
+            match stream.read(scratch) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -352,21 +495,65 @@ impl Sender {
                     ));
                 }
                 Ok(count) => {
-                    let inbound = &self.scratch[..count];
-                    if nats && inbound.windows(6).any(|window| window == b"PING\r\n") {
+                    let inbound = &scratch[..count];
+                    if inbound.windows(6).any(|window| window == b"PING\r\n") {
                         self.pong = true;
                     }
-                    if nats && inbound.starts_with(b"-ERR") {
+                    if inbound.starts_with(b"-ERR") {
                         return Err(io::Error::other(format!(
                             "NATS error: {}",
                             String::from_utf8_lossy(inbound).trim_end()
                         )));
                     }
                 }
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    self.readable = false;
+                    return Ok(());
+                }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                 Err(error) => return Err(error),
             }
+        }
+    }
+
+    fn outcome(self, shared: &Shared, realtime: bool) -> SendOutcome {
+        let total = self.total();
+        let task = &self.task;
+        let (measured, measured_sent) = match task.schedule {
+            Schedule::Open { .. } => task
+                .schedule
+                .window(shared.measure_from_ns, shared.measure_to_ns)
+                .map_or((0, 0), |range| {
+                    let end = range.end.min(total);
+                    (
+                        end.saturating_sub(range.start),
+                        end.min(self.next).saturating_sub(range.start),
+                    )
+                }),
+            Schedule::Closed => (self.written_in_window, self.written_in_window),
+        };
+        let written_through = if self.pending.is_empty() {
+            self.next
+        } else {
+            self.batch_start
+        };
+        SendOutcome {
+            publisher: task.publisher,
+            sent: self.next - self.skipped,
+            written: written_through - self.skipped,
+            measured,
+            measured_sent,
+            exhausted: task.schedule.is_closed()
+                && task.source.limit().is_some_and(|limit| self.next >= limit),
+            backlog: if task.schedule.is_closed() {
+                0
+            } else {
+                total.saturating_sub(self.next)
+            },
+            lag: self.lag.summary(),
+            skipped: self.skipped,
+            realtime,
+            error: self.error,
         }
     }
 }

@@ -58,8 +58,10 @@ pub struct Shared {
     pub published: AtomicU64,
     /// Deliveries received by all subscribers.
     pub delivered: AtomicU64,
-    /// Deliveries of measured messages.
+    /// Deliveries of measured messages to subscribers that read every frame.
     pub delivered_measured: AtomicU64,
+    /// Frames completed on streams that only count bytes (all, warm-up included).
+    pub counted_frames: AtomicU64,
     /// Frames that failed verification or comparison.
     pub invalid: AtomicU64,
     /// Subscriber streams the broker closed.
@@ -68,6 +70,8 @@ pub struct Shared {
     pub cohort_delivered: Vec<AtomicU64>,
     /// Subscribers per cohort running in this process (0: none, the window is off).
     pub cohort_subscribers: Vec<u64>,
+    /// Publishers per cohort (the window is per publisher).
+    pub cohort_publishers: Vec<u64>,
 }
 
 impl Shared {
@@ -78,7 +82,14 @@ impl Shared {
         publishers: Vec<PublisherShared>,
         cohort_subscribers: Vec<u64>,
     ) -> Self {
+        let mut cohort_publishers = vec![0u64; cohort_subscribers.len()];
+        for publisher in &publishers {
+            if let Some(count) = cohort_publishers.get_mut(publisher.cohort as usize) {
+                *count += 1;
+            }
+        }
         Self {
+            cohort_publishers,
             cohort_delivered: cohort_subscribers
                 .iter()
                 .map(|_| AtomicU64::new(0))
@@ -91,6 +102,7 @@ impl Shared {
             published: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             delivered_measured: AtomicU64::new(0),
+            counted_frames: AtomicU64::new(0),
             invalid: AtomicU64::new(0),
             resets: AtomicU64::new(0),
         }
@@ -103,9 +115,12 @@ impl Shared {
 
     /// Closed loop with a window of `window` messages: the number of messages of a
     /// publisher of `cohort` that may have been sent, given its subscribers' deliveries
-    /// so far (`None`: no subscribers here, no window).
+    /// so far (`None`: no subscribers here, no window). The window is the cohort's: with
+    /// several publishers each may be `window / publishers` (at least 1) ahead, since every
+    /// subscriber's queue holds all of their messages (R26 bounds it).
     pub fn window_limit(&self, cohort: u32, window: u64) -> Option<u64> {
         let subscribers = *self.cohort_subscribers.get(cohort as usize)?;
+        let publishers = self.cohort_publishers.get(cohort as usize)?.max(&1);
         if subscribers == 0 || window == 0 {
             return None;
         }
@@ -113,7 +128,7 @@ impl Shared {
             .cohort_delivered
             .get(cohort as usize)?
             .load(Ordering::Relaxed);
-        Some(delivered / subscribers + window)
+        Some(delivered / subscribers / publishers + (window / publishers).max(1))
     }
 
     /// Whether the receivers should stop.
@@ -126,5 +141,38 @@ impl Shared {
         if count > 0 {
             counter.fetch_add(count, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn publisher(cohort: u32) -> PublisherShared {
+        PublisherShared {
+            cohort,
+            base_index: None,
+            frames: Vec::new(),
+            sent_ns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_window_is_per_publisher_of_the_cohort() {
+        // Cohort 0: one publisher, 10 subscribers; cohort 1: 50 publishers, 4 subscribers.
+        let publishers = std::iter::once(publisher(0))
+            .chain((0..50).map(|_| publisher(1)))
+            .collect();
+        let shared = Shared::new(0, 1, publishers, vec![10, 4]);
+        assert_eq!(shared.window_limit(0, 8), Some(8), "nothing delivered yet");
+        Shared::add(&shared.cohort_delivered[0], 10 * 30);
+        assert_eq!(shared.window_limit(0, 8), Some(30 + 8));
+        // 4 subscribers got 200 messages each, 4 from each of the 50 publishers; a window of
+        // 100 for the cohort is 2 per publisher, and never less than 1.
+        Shared::add(&shared.cohort_delivered[1], 4 * 200);
+        assert_eq!(shared.window_limit(1, 100), Some(4 + 2));
+        assert_eq!(shared.window_limit(1, 8), Some(4 + 1));
+        assert_eq!(shared.window_limit(1, 0), None, "window 0: unbounded");
+        assert_eq!(shared.window_limit(2, 8), None, "no such cohort");
     }
 }
