@@ -110,7 +110,10 @@ use k256::elliptic_curve::subtle::Choice;
 use k256::{AffinePoint, FieldBytes, ProjectivePoint, PublicKey, Scalar};
 use rand::Rng;
 
-use crate::signer::{SignatureError, V_MAX, V_MIN, address_of, checked_scalar, eip191_hash};
+use crate::signer::{
+    CompressedKey, SignatureError, V_MAX, V_MIN, address_of, checked_scalar, compressed_key,
+    eip191_hash,
+};
 use crate::wire::{Address, Hash};
 
 /// The secp256k1 group order N, big-endian.
@@ -137,6 +140,7 @@ const DIGITS: usize = SCALAR_BITS + 1;
 pub struct KnownKey {
     point: ProjectivePoint,
     address: Address,
+    compressed: CompressedKey,
 }
 
 impl KnownKey {
@@ -145,7 +149,13 @@ impl KnownKey {
         Self {
             point: ProjectivePoint::from(public_key),
             address: address_of(public_key),
+            compressed: compressed_key(public_key),
         }
+    }
+
+    /// The key in SEC1 compressed form.
+    pub fn compressed(&self) -> CompressedKey {
+        self.compressed
     }
 
     /// The owner address `keccak256(pubkey)[12..]`.

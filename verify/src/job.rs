@@ -17,6 +17,7 @@ use core::fmt;
 use bytes::Bytes;
 
 use crate::shape::{ShapeError, check_implicit};
+use crate::signer::CompressedKey;
 use crate::soc::{SocError, SocRef};
 use crate::verifier::Verifier;
 use crate::wire::{Address, Binding, Hash, soc_address};
@@ -54,6 +55,11 @@ pub struct Verified {
     /// What the broker dedups on: the SOC address, or for ANCHOR the wrapped CAC address
     /// (R28). For `Expect::At` it is the SOC address (the broker dedups by cursor there).
     pub dedup_key: Hash,
+    /// The wrapped CAC's address (the BMT address the signature covers).
+    pub wrapped: Hash,
+    /// The signer's key, compressed: what the bridge's `recoveredPubKey` field carries
+    /// (BPS.md W6), known here for free because verification recovered or looked it up.
+    pub public_key: CompressedKey,
 }
 
 /// Why a chunk failed (always an `invalid_soc` violation for the broker, R17).
@@ -107,6 +113,8 @@ pub fn verify(request: &VerifyRequest) -> Result<Verified, VerifyError> {
                 owner: recovered.owner,
                 address: recovered.address,
                 dedup_key: recovered.address,
+                wrapped: recovered.cac_address,
+                public_key: recovered.public_key,
             })
         }
         Expect::Implicit {
@@ -120,6 +128,8 @@ pub fn verify(request: &VerifyRequest) -> Result<Verified, VerifyError> {
                 owner: recovered.owner,
                 address: recovered.address,
                 dedup_key,
+                wrapped: recovered.cac_address,
+                public_key: recovered.public_key,
             })
         }
     }

@@ -53,8 +53,8 @@ pub use publish::{
 };
 pub use shape::{MAX_PO, PO_MIN, ShapeError, check_implicit, proximity};
 pub use signer::{
-    EIP191_PREFIX, KeyError, SignatureError, SigningKey, address_of, eip191_hash, recover_eth,
-    recover_public_key_eth,
+    COMPRESSED_KEY_SIZE, CompressedKey, EIP191_PREFIX, KeyError, SignatureError, SigningKey,
+    address_of, compressed_key, eip191_hash, recover_eth, recover_public_key_eth,
 };
 pub use soc::{
     HASH_SIZE, REPLICAS_OWNER, Recovered, SIGNATURE_SIZE, SOC_MAX_CHUNK_SIZE, SOC_MIN_CHUNK_SIZE,

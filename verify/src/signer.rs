@@ -46,6 +46,22 @@ pub fn eip191_hash(data: &Hash) -> Hash {
     keccak256(&message)
 }
 
+/// A public key in SEC1 compressed form (parity byte ‖ x), as bee's
+/// `crypto.EncodeSecp256k1PublicKey` writes it; what a bridge subscriber asks for as
+/// `recoveredPubKey` (BPS.md W6).
+pub type CompressedKey = [u8; COMPRESSED_KEY_SIZE];
+
+/// Bytes of a [`CompressedKey`].
+pub const COMPRESSED_KEY_SIZE: usize = 33;
+
+/// The SEC1 compressed encoding of a public key.
+pub fn compressed_key(public_key: &PublicKey) -> CompressedKey {
+    let point = public_key.to_sec1_point(true);
+    let mut compressed = [0u8; COMPRESSED_KEY_SIZE];
+    compressed.copy_from_slice(point.as_bytes());
+    compressed
+}
+
 /// The Ethereum address of a public key: the last 20 bytes of
 /// `keccak256(uncompressed_point[1..65])`.
 pub fn address_of(public_key: &PublicKey) -> Address {
@@ -244,6 +260,19 @@ mod tests {
         assert_eq!(
             SigningKey::from_bytes(&[0xff; 32]).err(),
             Some(KeyError::OutOfRange)
+        );
+    }
+
+    #[test]
+    fn compressed_key_of_one_is_the_generator() {
+        let mut one = [0u8; 32];
+        one[31] = 1;
+        let key = SigningKey::from_bytes(&one).expect("valid key");
+        // secp256k1's generator G in SEC1 compressed form (SEC 2, section 2.4.1).
+        let generator = "0279be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798";
+        assert_eq!(
+            format!("{}", Hex(&compressed_key(&key.public_key()))),
+            generator
         );
     }
 

@@ -19,7 +19,9 @@ use k256::PublicKey;
 
 use crate::bmt::{CHUNK_SIZE, Lanes, SPAN_SIZE, cac_address, cac_address_with};
 use crate::hexfmt::Hex;
-use crate::signer::{SignatureError, address_of, recover_public_key_eth};
+use crate::signer::{
+    CompressedKey, SignatureError, address_of, compressed_key, recover_public_key_eth,
+};
 use crate::wire::{Address, Hash, keccak256, soc_address};
 
 /// Bytes of a SOC id, a CAC address and a SOC address (bee `swarm.HashSize`).
@@ -188,6 +190,7 @@ impl<'a> SocRef<'a> {
             id: *self.id,
             address: soc_address(self.id, owner),
             cac_address,
+            public_key: compressed_key(&key),
         };
         Ok((recovered, key))
     }
@@ -211,6 +214,8 @@ pub struct Recovered {
     pub address: Hash,
     /// The wrapped CAC's address.
     pub cac_address: Hash,
+    /// The signer's key, compressed.
+    pub public_key: CompressedKey,
 }
 
 impl Recovered {

@@ -39,6 +39,7 @@ use std::ops::Range;
 use crate::batch::{KeyedSignature, KnownKey, KnownKeysBatch, SignedDigest};
 use crate::job::{Expect, Verified, VerifyError, VerifyRequest, verify};
 use crate::keycache::KeyCache;
+use crate::signer::COMPRESSED_KEY_SIZE;
 use crate::soc::{REPLICAS_OWNER, SocRef, signing_digest, validate_keyed_at};
 use crate::wire::{Address, Hash, soc_address};
 
@@ -137,10 +138,13 @@ impl Verifier {
                         signature,
                     });
                     // What the result is if the signature checks out; replaced otherwise.
+                    // The key is filled in once it is known (`gather_owner`).
                     results.push(Ok(Verified {
                         owner,
                         address,
                         dedup_key: address,
+                        wrapped: cac_address,
+                        public_key: [0; COMPRESSED_KEY_SIZE],
                     }));
                 }
                 None => {
@@ -199,6 +203,9 @@ impl Verifier {
         let key_index = self.warm_keys.len();
         self.warm_keys.push(key);
         for (candidate, index) in self.candidates[start..end].iter().zip(start..) {
+            if let Ok(verified) = &mut results[candidate.slot] {
+                verified.public_key = key.compressed();
+            }
             self.warm_signatures.push(KeyedSignature {
                 key: key_index,
                 signature: candidate.signature,
@@ -308,6 +315,8 @@ fn recover_at(
                 owner: recovered.owner,
                 address: recovered.address,
                 dedup_key: recovered.address,
+                wrapped: recovered.cac_address,
+                public_key: recovered.public_key,
             }),
             Some(KnownKey::new(&public_key)),
         ),

@@ -127,6 +127,8 @@ fn run(subscribers: u64) -> (f64, f64) {
                     owner,
                     address: [0; 32],
                     dedup_key: [0; 32],
+                    wrapped: [0; 32],
+                    public_key: [0; 33],
                 }),
             );
         }
