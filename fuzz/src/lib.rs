@@ -1,0 +1,19 @@
+//! Shared pieces of the BPS fuzz targets (fuzz_targets/, one binary per target).
+//!
+//! Owns: the byte layouts of the structured target inputs ([`frame_input`], [`soc_input`],
+//! [`bmt_input`]) with the [`reader`] they parse through, the independent reference models
+//! the targets compare against ([`keccak_reference`]: keccak256, BMT, CAC and SOC addresses
+//! straight from tiny-keccak; [`varint_reference`]: LEB128 as protobuf defines it), and the
+//! seed inputs written into `fuzz/corpus/` ([`seeds`]).
+//!
+//! Never: calls the code under test to compute an expected value. A reference model here is
+//! written from the specification (BPS.md, bee's definitions, the protobuf encoding rules),
+//! so a target that compares against it can fail when the crates are wrong.
+
+pub mod bmt_input;
+pub mod frame_input;
+pub mod keccak_reference;
+pub mod reader;
+pub mod seeds;
+pub mod soc_input;
+pub mod varint_reference;
