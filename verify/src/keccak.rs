@@ -106,6 +106,8 @@ impl core::fmt::Display for Lanes {
 struct Features {
     avx2: bool,
     avx512f: bool,
+    /// BMI1 and BMI2 (`andn`, `rorx`): what the scalar keccak of [`keccak256_bmi`] needs.
+    bmi: bool,
 }
 
 fn detected() -> Features {
@@ -116,6 +118,8 @@ fn detected() -> Features {
             Features {
                 avx2: std::arch::is_x86_feature_detected!("avx2"),
                 avx512f: std::arch::is_x86_feature_detected!("avx512f"),
+                bmi: std::arch::is_x86_feature_detected!("bmi1")
+                    && std::arch::is_x86_feature_detected!("bmi2"),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -123,6 +127,7 @@ fn detected() -> Features {
             Features {
                 avx2: false,
                 avx512f: false,
+                bmi: false,
             }
         }
     })
@@ -327,6 +332,27 @@ macro_rules! keccak256_of_pairs {
     }};
 }
 
+/// `u64` lanes for [`keccak256_of_pairs!`]: the scalar keccak of [`keccak256_bmi`] and the
+/// tests' third implementation.
+macro_rules! word {
+    // A call, not `^`: the macros' `a = a ^ b` is not to be an `^=` for one lane type.
+    (xor $x:expr, $y:expr) => {
+        core::ops::BitXor::bitxor($x, $y)
+    };
+    (xor5 $a:expr, $b:expr, $c:expr, $d:expr, $e:expr) => {
+        $a ^ $b ^ $c ^ $d ^ $e
+    };
+    (chi $x:expr, $y:expr, $z:expr) => {
+        $x ^ (!$y & $z)
+    };
+    (rol $v:expr, $n:literal) => {
+        u64::rotate_left($v, $n)
+    };
+    (splat $word:expr) => {
+        $word
+    };
+}
+
 /// Message words transposed for `LANES` messages: `words[w][lane]` is word `w` of message
 /// `lane`, so `words[w]` loads as one SIMD register.
 #[cfg(any(target_arch = "x86_64", test))]
@@ -356,7 +382,13 @@ fn transpose_out<const LANES: usize>(
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use simd::{Avx2Words, keccak256_x4, load_messages_x4, store_digests_x4};
+pub(crate) use simd::{Avx2Words, keccak256_bmi, keccak256_x4, load_messages_x4, store_digests_x4};
+
+/// Whether this CPU has BMI1 and BMI2, which [`keccak256_bmi`] needs (detected once).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn bmi_available() -> bool {
+    detected().bmi
+}
 
 #[cfg(target_arch = "x86_64")]
 mod simd {
@@ -563,6 +595,15 @@ mod simd {
         keccak256_of_pairs!(*message, avx2, _mm256_setzero_si256())
     }
 
+    /// Keccak256 of one 64-byte message as words, on the integer units: the same rounds on
+    /// `u64` lanes, with BMI's three-operand `andn` and `rorx` (measured on AMD EPYC, Zen 3:
+    /// 0.27 µs, against 0.40 µs for tiny-keccak and 0.40 µs for a lone 4-lane AVX2 call).
+    /// The lane tree's root, a single hash nothing else can share a call with, uses it.
+    #[target_feature(enable = "bmi1,bmi2")]
+    pub(crate) fn keccak256_bmi(message: &[u64; MESSAGE_WORDS]) -> [u64; DIGEST_WORDS] {
+        keccak256_of_pairs!(*message, word, 0u64)
+    }
+
     /// Four consecutive 64-byte messages as lane-major words for [`keccak256_x4`]: eight
     /// loads and two 4×4 transposes of 64-bit words, all in registers.
     #[target_feature(enable = "avx2")]
@@ -619,26 +660,6 @@ mod simd {
 mod tests {
     use super::*;
 
-    /// `u64` lanes for [`keccak256_of_pairs!`].
-    macro_rules! word {
-        // A call, not `^`: the macros' `a = a ^ b` is not to be an `^=` for one lane type.
-        (xor $x:expr, $y:expr) => {
-            core::ops::BitXor::bitxor($x, $y)
-        };
-        (xor5 $a:expr, $b:expr, $c:expr, $d:expr, $e:expr) => {
-            $a ^ $b ^ $c ^ $d ^ $e
-        };
-        (chi $x:expr, $y:expr, $z:expr) => {
-            $x ^ (!$y & $z)
-        };
-        (rol $v:expr, $n:literal) => {
-            u64::rotate_left($v, $n)
-        };
-        (splat $word:expr) => {
-            $word
-        };
-    }
-
     /// The round macros on plain `u64` lanes: a third implementation, checked against
     /// tiny-keccak, so a wrong rotation offset, pi source or peeled round shows up even
     /// where no SIMD path runs (the AVX-512 path shares every line of it but the lane
@@ -667,6 +688,27 @@ mod tests {
         }
         assert_eq!(keccak_one_word_lanes(&[0; 64]), keccak256(&[0; 64]));
         assert_eq!(keccak_one_word_lanes(&[0xff; 64]), keccak256(&[0xff; 64]));
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn bmi_scalar_matches_tiny_keccak() {
+        if !bmi_available() {
+            return;
+        }
+        let data = messages(64, 11);
+        for message in data
+            .chunks_exact(PAIR_SIZE)
+            .chain([&[0u8; 64][..], &[0xff; 64]])
+        {
+            let words: [u64; MESSAGE_WORDS] = core::array::from_fn(|word| {
+                u64::from_le_bytes(message[8 * word..8 * word + 8].try_into().expect("8 bytes"))
+            });
+            // SAFETY: `bmi_available()` held: the CPU has BMI1 and BMI2.
+            let digest = unsafe { keccak256_bmi(&words) };
+            let bytes: Vec<u8> = digest.iter().flat_map(|word| word.to_le_bytes()).collect();
+            assert_eq!(bytes, keccak256(message));
+        }
     }
 
     #[test]

@@ -36,8 +36,8 @@ use core::arch::x86_64::{
 
 use crate::bmt::{CHUNK_SIZE, LEVELS, Lanes};
 use crate::keccak::{
-    Avx2Words, DIGEST_SIZE, DIGEST_WORDS, MESSAGE_WORDS, PAIR_SIZE, keccak256_x4, load_messages_x4,
-    store_digests_x4,
+    self, Avx2Words, DIGEST_SIZE, DIGEST_WORDS, MESSAGE_WORDS, PAIR_SIZE, keccak256_bmi,
+    keccak256_x4, load_messages_x4, store_digests_x4,
 };
 use crate::wire::Hash;
 
@@ -80,13 +80,35 @@ fn root(payload: &[u8], zero_subtrees: &[Hash; LEVELS + 1]) -> Hash {
     // Every group is written before it is read; zeros are as good a start as any.
     let mut level = [[_mm256_setzero_si256(); DIGEST_WORDS]; LEVEL_GROUPS_MAX];
     let mut groups = hash_leaves(payload, &mut level);
-    for zero_subtree in &zero_subtrees[1..LEVELS] {
+    for zero_subtree in &zero_subtrees[1..LEVELS - 1] {
         groups = hash_level(&mut level[..], groups, &zero_group(zero_subtree));
     }
+    root_of(&level[0], true)
+}
+
+/// The root from the group holding its two children in lanes 0 and 1. One hash alone
+/// shares its call with nothing: on a CPU with BMI the integer units do it faster than a
+/// 4-lane call (`scalar_if_bmi`: the tree always asks; the tests try both ways), else it
+/// is one more 4-lane call.
+#[target_feature(enable = "avx2")]
+fn root_of(children: &Group, scalar_if_bmi: bool) -> Hash {
     let mut digests = [0u8; GROUP_NODES * DIGEST_SIZE];
-    store_digests_x4(&level[0], &mut digests);
     let mut root = [0u8; DIGEST_SIZE];
-    root.copy_from_slice(&digests[..DIGEST_SIZE]);
+    if scalar_if_bmi && keccak::bmi_available() {
+        store_digests_x4(children, &mut digests);
+        let message: [u64; MESSAGE_WORDS] = core::array::from_fn(|word| {
+            u64::from_le_bytes(digests[8 * word..8 * word + 8].try_into().expect("8 bytes"))
+        });
+        // SAFETY: `bmi_available()` held: the CPU has BMI1 and BMI2, which
+        // `keccak256_bmi`'s target features need.
+        let words = unsafe { keccak256_bmi(&message) };
+        for (bytes, word) in root.chunks_exact_mut(8).zip(words) {
+            bytes.copy_from_slice(&word.to_le_bytes());
+        }
+    } else {
+        store_digests_x4(&keccak256_x4(&pair_up(children, children)), &mut digests);
+        root.copy_from_slice(&digests[..DIGEST_SIZE]);
+    }
     root
 }
 
@@ -278,6 +300,29 @@ mod tests {
                     zero_parent
                 };
                 assert_eq!(*node, expected, "{pairs} pairs, parent {index}");
+            }
+        }
+    }
+
+    /// Both ways to the root: the scalar hash (where the CPU has BMI) and the 4-lane call.
+    #[test]
+    fn root_of_hashes_lanes_0_and_1_either_way() {
+        if !avx2() {
+            return;
+        }
+        for seed in 0..8 {
+            let children = seeded_hashes(4, 100 + seed);
+            let expected = pair_hash(&children[0], &children[1]);
+            // SAFETY (all calls): `avx2()` held: the CPU has AVX2; `with_bmi` is true only
+            // where `bmi_available()` held.
+            let group = unsafe { level_of(&children, &children[0]) }[0];
+            assert_eq!(unsafe { root_of(&group, false) }, expected, "4-lane call");
+            if keccak::bmi_available() {
+                assert_eq!(
+                    unsafe { root_of(&group, true) },
+                    expected,
+                    "scalar with BMI"
+                );
             }
         }
     }
