@@ -18,13 +18,16 @@
 //!
 //! The pair hashes of one level are independent, so they go several per keccak-f\[1600\]
 //! call. With AVX2 the whole tree runs in `lane_tree.rs`: each level stays in the SIMD
-//! registers' lane-major form (four nodes per call) from the payload to the root, with
-//! zero-subtree hashes in the lanes past the payload. Otherwise a level goes through
-//! [`crate::keccak::hash_pairs`] in one call: 8 pairs per call with AVX-512, one by one
-//! with the scalar reference (a full chunk: 64 + 32 + 16 + 8 + 4 + 2 + 1 pairs), hashing
-//! only the live nodes. The implementation is chosen once per process
+//! registers' lane-major form (four nodes per call) from the payload up, with
+//! zero-subtree hashes in the lanes past the payload, so nothing is transposed between
+//! levels and no level falls back to hashing one by one; the lone root is one scalar
+//! keccak with BMI. A full chunk is 32 calls and that root, against 127 scalar hashes:
+//! about 4 times as fast on an AVX2-only CPU (docs/BENCHMARKS.md, issue 12). Otherwise a
+//! level goes through [`crate::keccak::hash_pairs`] in one call: 8 pairs per call with
+//! AVX-512, one by one with the scalar reference (a full chunk: 64 + 32 + 16 + 8 + 4 + 2 +
+//! 1 pairs), hashing only the live nodes. The implementation is chosen once per process
 //! ([`Lanes::fastest`]); all of them give the same bytes (tests compare every available
-//! one with the scalar one on every payload length).
+//! one with the scalar one at every payload length).
 
 use std::sync::OnceLock;
 

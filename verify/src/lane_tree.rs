@@ -3,7 +3,8 @@
 //!
 //! Owns: [`bmt_root`], which hashes a payload's tree level by level in groups of four
 //! nodes, each group one [`keccak256_x4`] call, from the leaves (straight from the payload
-//! bytes) to the root, without ever leaving the lane-major form in between.
+//! bytes) to the two nodes below the root, without ever leaving the lane-major form in
+//! between, and then the root.
 //!
 //! Never: runs without AVX2 ([`bmt_root`] asserts [`Lanes::Avx2`] is available first),
 //! allocates, or decides the tree's shape: the zero-subtree hashes and the level count
@@ -23,11 +24,16 @@
 //! height, which is exactly what bee's tree has there. At the leaves they are the digests
 //! of zero messages (the payload is zero-padded to a whole group); a missing right-hand
 //! group is the splatted zero-subtree hash of its height. So the odd node out of a level
-//! needs no special case, and neither do the narrow top levels: 4, 2 and 1 pairs are one
-//! call each, the other lanes hashing zero subtrees.
+//! needs no special case, and neither do the narrow top levels: 4 and 2 pairs are one call
+//! each, the other lanes hashing zero subtrees.
 //!
-//! A full chunk is 16 + 8 + 4 + 2 + 1 + 1 + 1 = 33 calls, the least any 4-lane schedule
-//! needs (the root and the two nodes below it cannot share a call with anything).
+//! A full chunk is 16 + 8 + 4 + 2 + 1 + 1 calls and the root: 127 hashes in 32 calls and
+//! one scalar hash, the least a 4-lane schedule allows (the two nodes below the root have
+//! a call to themselves, and the root is alone). Alone, the root is faster as one keccak on
+//! the integer units with BMI: 0.27 µs against 0.40 µs for a lone 4-lane call (AMD EPYC,
+//! Zen 3). A 4-lane call hashes four nodes in about the time tiny-keccak hashes one, so the
+//! tree is about 4 times as fast as the scalar one with its 127 tiny-keccak hashes; of its
+//! time the permutation is 95 %, the scalar root 2 %, the shuffles and loads here 2 %.
 
 use core::arch::x86_64::{
     _mm256_permute4x64_epi64, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_unpackhi_epi64,
