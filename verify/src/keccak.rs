@@ -28,11 +28,17 @@
 //! is the floor with AVX2's instruction set; what is left to win is how close the core
 //! gets to four of them per cycle. Three things matter, measured on AMD EPYC (Zen 3):
 //! - The round is computed one output row at a time (pi source, theta's effect, rho, then
-//!   chi on the row), so only a row's five lanes, theta's five words and the parities are
-//!   live: the compiler stores each lane once per round (25 stores) and reloads it as a
-//!   memory operand, and the core sustains about 3.6 instructions per cycle, 50 cycles a
-//!   round. A call takes 0.38 µs for four messages, where tiny-keccak takes 0.40 µs for
-//!   one; the loop over all 25 lanes at once that this replaced took 0.42 µs.
+//!   chi on the row), so only two rows' lanes, theta's five words and the parities are
+//!   live: the compiler stores each lane about once per round (23 stores) and reloads it as
+//!   a memory operand.
+//! - The rows are skewed by one: row `y + 1`'s rho (two shifts and an OR per lane; the
+//!   shifts run on two of Zen 3's four vector pipes) is issued before row `y`'s chi (AND-NOT
+//!   and XOR, any pipe), so that the scheduler always has both kinds at hand. That alone
+//!   took a call from 0.387 to 0.375 µs and the BMT from 12.7 to 12.3 µs. The core then
+//!   sustains about 3.75 instructions per cycle, 49 cycles a round (an instruction mix of
+//!   a round with no dependencies at all runs at 47). A call takes 0.37 µs for four
+//!   messages, where tiny-keccak takes 0.40 µs for one; the loop over all 25 lanes at once
+//!   that this replaced took 0.42 µs.
 //! - The first round is peeled (the padded state's zero and constant lanes fold away) and
 //!   the last computes only the digest's four lanes.
 //! - The permutation realigns its stack frame (`realign_frame!`): otherwise every other
@@ -41,9 +47,10 @@
 //!
 //! Measured and left out: two 4-lane groups interleaved (8 messages per call: 1.5 % faster
 //! alone, 10 % slower inside the tree), other row orders, a 4-round loop, rotations by 1
-//! without a shift (all within 1 % in the tree), a full unroll (+33 %), one call per round
-//! (+60 %), and a scalar lane run alongside the four SIMD ones (+60 % per call for +25 %
-//! messages).
+//! without a shift (all within 1 % in the tree), skewing by two rows or lane by lane (no
+//! better than by one), parities accumulated row by row (+1 % to +10 %), a full unroll
+//! (+33 %), one call per round (+60 %), and a scalar lane run alongside the four SIMD ones
+//! (+60 % per call for +25 % messages).
 //!
 //! Safety: the SIMD and BMI functions are `#[target_feature]` functions (safe inside,
 //! `unsafe` to call from code not compiled for the feature; the AVX-512 group driver is an
@@ -245,10 +252,11 @@ const _: () = assert!(ROUNDS == 24 && DIGEST_WORDS == 4);
 //
 // A round reads one state array and writes the other (`$from => $to`), one row of five
 // output lanes at a time: each lane is fetched from its pi source, XORed with theta's effect
-// on the source column and rotated (rho), and the row goes through chi at once. Only a row's
-// five lanes and theta's five words are live at a time, which keeps the compiler's spills
-// down to one store per lane per round (module docs). The column parities of the output
-// are computed at the end of the round for the next one.
+// on the source column and rotated (rho), and the row goes through chi at once, one row
+// behind the rho of the next (module docs: the shifts and the logic interleave). Only two
+// rows' lanes and theta's five words are live at a time, which keeps the compiler's spills
+// down to about one store per lane per round. The column parities of the output are
+// computed at the end of the round for the next one.
 
 /// Column parities `C[x]` of a state.
 macro_rules! column_parity {
@@ -311,17 +319,17 @@ macro_rules! row_0_sources {
 macro_rules! keccak_round {
     ($from:ident => $to:ident, $parity:ident, $round:expr, $op:ident) => {{
         let effect = theta_effect!($parity, $op);
-        let row = row_0_sources!($from, effect, $op);
-        chi_row!($to, 0, row, $op);
+        let row0 = row_0_sources!($from, effect, $op);
+        let row1 = rho_pi_row!($from, effect, $op, [(3, 28), (9, 20), (10, 3), (16, 45), (22, 61)]);
+        chi_row!($to, 0, row0, $op);
         $to[0] = $op!(xor $to[0], $op!(splat ROUND_CONSTANTS[$round]));
-        let row = rho_pi_row!($from, effect, $op, [(3, 28), (9, 20), (10, 3), (16, 45), (22, 61)]);
-        chi_row!($to, 1, row, $op);
-        let row = rho_pi_row!($from, effect, $op, [(1, 1), (7, 6), (13, 25), (19, 8), (20, 18)]);
-        chi_row!($to, 2, row, $op);
-        let row = rho_pi_row!($from, effect, $op, [(4, 27), (5, 36), (11, 10), (17, 15), (23, 56)]);
-        chi_row!($to, 3, row, $op);
-        let row = rho_pi_row!($from, effect, $op, [(2, 62), (8, 55), (14, 39), (15, 41), (21, 2)]);
-        chi_row!($to, 4, row, $op);
+        let row2 = rho_pi_row!($from, effect, $op, [(1, 1), (7, 6), (13, 25), (19, 8), (20, 18)]);
+        chi_row!($to, 1, row1, $op);
+        let row3 = rho_pi_row!($from, effect, $op, [(4, 27), (5, 36), (11, 10), (17, 15), (23, 56)]);
+        chi_row!($to, 2, row2, $op);
+        let row4 = rho_pi_row!($from, effect, $op, [(2, 62), (8, 55), (14, 39), (15, 41), (21, 2)]);
+        chi_row!($to, 3, row3, $op);
+        chi_row!($to, 4, row4, $op);
         $parity = column_parity!($to, $op);
     }};
 }
@@ -478,7 +486,7 @@ mod simd {
     }
 
     /// Hashes the messages of `input` four per call into `output`, a short rest in one call
-    /// padded with zero messages (measured on AMD EPYC, Zen 3: one 4-lane call 0.39 µs,
+    /// padded with zero messages (measured on AMD EPYC, Zen 3: one 4-lane call 0.37 µs,
     /// one scalar hash 0.40 µs, so padding always pays); returns how many it hashed: all.
     #[target_feature(enable = "avx2")]
     pub(super) fn hash_avx2(input: &[u8], output: &mut [u8]) -> usize {
@@ -640,7 +648,7 @@ mod simd {
 
     /// Keccak256 of one 64-byte message as words, on the integer units: the same rounds on
     /// `u64` lanes, with BMI's three-operand `andn` and `rorx` (measured on AMD EPYC, Zen 3:
-    /// 0.27 µs, against 0.40 µs for tiny-keccak and 0.40 µs for a lone 4-lane AVX2 call).
+    /// 0.27 µs, against 0.40 µs for tiny-keccak and 0.37 µs for a 4-lane AVX2 call).
     /// The lane tree's root, a single hash nothing else can share a call with, uses it.
     #[target_feature(enable = "bmi1,bmi2")]
     pub(crate) fn keccak256_bmi(message: &[u64; MESSAGE_WORDS]) -> [u64; DIGEST_WORDS] {

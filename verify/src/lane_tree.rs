@@ -30,7 +30,7 @@
 //! A full chunk is 16 + 8 + 4 + 2 + 1 + 1 calls and the root: 127 hashes in 32 calls and
 //! one scalar hash, the least a 4-lane schedule allows (the two nodes below the root have
 //! a call to themselves, and the root is alone). Alone, the root is faster as one keccak on
-//! the integer units with BMI: 0.27 µs against 0.40 µs for a lone 4-lane call (AMD EPYC,
+//! the integer units with BMI: 0.27 µs against 0.37 µs for a 4-lane call (AMD EPYC,
 //! Zen 3). A 4-lane call hashes four nodes in about the time tiny-keccak hashes one, so the
 //! tree is about 4 times as fast as the scalar one with its 127 tiny-keccak hashes; of its
 //! time the permutation is 95 %, the scalar root 2 %, the shuffles and loads here 2 %.
