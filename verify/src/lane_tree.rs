@@ -10,7 +10,7 @@
 //! allocates, or decides the tree's shape: the zero-subtree hashes and the level count
 //! come from [`crate::bmt`].
 //!
-//! The form: a [`Group`] is four sibling-ordered nodes of one level, as the four digest
+//! The form: a [`Group`] is four consecutive nodes of one level, as the four digest
 //! words of [`keccak256_x4`] (register `w` holds word `w` of nodes 0..4 in lanes 0..4).
 //! Nodes `4g..4g + 4` of a level are group `g`, so the live nodes of a short payload are a
 //! prefix of the groups. The parents of groups `2h` and `2h + 1` are group `h` of the next
@@ -58,7 +58,7 @@ const PAIRS_IN_ORDER: i32 = 0b11_01_10_00;
 const _: () = assert!(LEVEL_GROUPS_MAX == 16 && 1 << LEVELS == 2 * GROUP_NODES * 16);
 
 /// Four nodes of one level, lane-major (module docs).
-pub(crate) type Group = Avx2Words<DIGEST_WORDS>;
+type Group = Avx2Words<DIGEST_WORDS>;
 
 /// The BMT root of a payload of 1..=[`CHUNK_SIZE`] bytes; `zero_subtrees[h]` is the hash
 /// of an all-zero subtree of height `h`.
