@@ -16,12 +16,18 @@
 //! payload therefore costs only the hashes on its own path, with the same result as
 //! hashing the zeros.
 //!
-//! The pair hashes of one level are independent, so a level goes through
-//! [`crate::keccak::hash_pairs`] in one call: 8 pairs per keccak-f[1600] with AVX-512, 4
-//! with AVX2, the rest one by one (a full chunk: 64 + 32 + 16 + 8 + 4 + 2 + 1 pairs).
-//! The implementation is chosen once per process ([`Lanes::fastest`]); all of them give
-//! the same bytes (tests compare every available one with the scalar one on every payload
-//! length class).
+//! The pair hashes of one level are independent, so they go several per keccak-f\[1600\]
+//! call. With AVX2 the whole tree runs in `lane_tree.rs`: each level stays in the SIMD
+//! registers' lane-major form (four nodes per call) from the payload up, with
+//! zero-subtree hashes in the lanes past the payload, so nothing is transposed between
+//! levels and no level falls back to hashing one by one; the lone root is one scalar
+//! keccak with BMI. A full chunk is 32 calls and that root, against 127 scalar hashes:
+//! about 4 times as fast on an AVX2-only CPU (docs/BENCHMARKS.md, issue 12). Otherwise a
+//! level goes through [`crate::keccak::hash_pairs`] in one call: 8 pairs per call with
+//! AVX-512, one by one with the scalar reference (a full chunk: 64 + 32 + 16 + 8 + 4 + 2 +
+//! 1 pairs), hashing only the live nodes. The implementation is chosen once per process
+//! ([`Lanes::fastest`]); all of them give the same bytes (tests compare every available
+//! one with the scalar one at every payload length).
 
 use std::sync::OnceLock;
 
@@ -41,7 +47,7 @@ pub const CHUNK_SIZE: usize = SEGMENT_SIZE * BRANCHES;
 pub const SPAN_SIZE: usize = 8;
 
 /// Hashing levels from 128 leaves to the root.
-const LEVELS: usize = BRANCHES.trailing_zeros() as usize;
+pub(crate) const LEVELS: usize = BRANCHES.trailing_zeros() as usize;
 const _: () = assert!(1 << LEVELS == BRANCHES && CHUNK_SIZE == 4096 && LEVELS == 7);
 
 /// `ZERO_SUBTREE[h]` is the hash of a subtree of height `h` over zero bytes
@@ -84,9 +90,17 @@ pub fn bmt_root_with(lanes: Lanes, payload: &[u8]) -> Hash {
         "bmt_root: payload of {} bytes exceeds the chunk size {CHUNK_SIZE}",
         payload.len()
     );
+    assert!(
+        lanes.is_available(),
+        "bmt_root: keccak lanes {lanes} are not available on this CPU"
+    );
     let zero = zero_subtrees();
     if payload.is_empty() {
         return zero[LEVELS];
+    }
+    #[cfg(target_arch = "x86_64")]
+    if lanes == Lanes::Avx2 {
+        return crate::lane_tree::bmt_root(payload, zero);
     }
 
     // Two buffers, alternately read and written level by level. Only the nodes whose

@@ -1,6 +1,6 @@
-//! The multi-lane BMT is bit-identical to the scalar one: every length 0..=70, every
-//! segment/pair/level boundary, random lengths up to 4096, on every keccak implementation
-//! this CPU runs; and bee's CAC vectors on each.
+//! The multi-lane BMT is bit-identical to the scalar one: every length 0..=4096, every
+//! segment/pair/level boundary with its own payload, random and sparse payloads of random
+//! length, on every keccak implementation this CPU runs; and bee's CAC vectors on each.
 
 use bps_proto::keccak256;
 use bps_verify::keccak::{DIGEST_SIZE, PAIR_SIZE, hash_pairs};
@@ -68,6 +68,16 @@ fn the_machine_has_the_paths_we_expect_to_test() {
 fn every_boundary_length_agrees() {
     for (seed, len) in boundary_lengths().into_iter().enumerate() {
         assert_all_paths_agree(&seeded_payload(len, seed as u64));
+    }
+}
+
+/// Every payload length, as prefixes of one random chunk: each length is its own tree
+/// shape (live nodes per level, odd nodes, zero-subtree lanes, partial leaf groups).
+#[test]
+fn every_length_agrees() {
+    let chunk = seeded_payload(CHUNK_SIZE, 4096);
+    for len in 0..=CHUNK_SIZE {
+        assert_all_paths_agree(&chunk[..len]);
     }
 }
 
