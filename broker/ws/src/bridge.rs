@@ -16,7 +16,7 @@ pub mod params;
 pub mod render;
 
 pub use fields::{Field, Fields, UnknownField};
-pub use inbound::{Inbound, InboundError, PAYLOAD_BYTES_MAX, parse_inbound};
+pub use inbound::{INBOUND_BYTES_MAX, Inbound, InboundError, PAYLOAD_BYTES_MAX, parse_inbound};
 pub use params::{
     BridgeParams, KEEP_ALIVE_S_DEFAULT, KEEP_ALIVE_S_MAX, Lookup, ParamError, SWARM_HEADERS,
     parse_spec, parse_topic,

@@ -9,9 +9,9 @@ use bps_proto::{
 };
 use bps_verify::{SigningKey, cac_address, sign_broadcast, sign_implicit, validate_soc};
 use bps_ws::bridge::{
-    BridgeParams, ChunkFacts, EOS_TEXT, Field, Fields, InboundError, Lookup, ParamError,
-    RenderError, Rendered, challenge_text, parse_inbound, parse_spec, parse_topic, render_delivery,
-    render_roster,
+    BridgeParams, ChunkFacts, EOS_TEXT, Field, Fields, INBOUND_BYTES_MAX, InboundError, Lookup,
+    ParamError, RenderError, Rendered, challenge_text, parse_inbound, parse_spec, parse_topic,
+    render_delivery, render_roster,
 };
 use bps_ws::http::RequestHead;
 use bytes::Bytes;
@@ -385,6 +385,7 @@ fn inbound_messages_too_short_or_too_large_are_refused() {
             "empty payload"
         );
         assert!(parse_inbound(&vec![0u8; min + 4096], &cohort).is_ok());
+        assert!(min + 4096 <= INBOUND_BYTES_MAX, "the bound covers {min}");
         assert_eq!(
             parse_inbound(&vec![0u8; min + 4097], &cohort),
             Err(InboundError::PayloadTooLarge {
@@ -393,6 +394,7 @@ fn inbound_messages_too_short_or_too_large_are_refused() {
             })
         );
     }
+    assert_eq!(INBOUND_BYTES_MAX, bps_verify::SOC_MAX_CHUNK_SIZE);
 }
 
 /// A signed DATA chunk's frame body and the facts verification establishes for it.

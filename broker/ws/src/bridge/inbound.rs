@@ -35,6 +35,13 @@ const SIGNATURE_BYTES: usize = 65;
 /// A CAC span, little-endian.
 const SPAN_BYTES: usize = 8;
 
+/// Longest inbound message of any layout: the whole SOC with a full payload (4201 bytes).
+/// A bridge session's [`crate::codec::Decoder`] and the W5 body need no larger bound.
+pub const INBOUND_BYTES_MAX: usize = ID_BYTES + SIGNATURE_BYTES + SPAN_BYTES + PAYLOAD_BYTES_MAX;
+
+// The other layouts' prefixes are shorter than an id, so the whole SOC is the longest.
+const _: () = assert!(KIND_BYTES + INDEX_BYTES <= ID_BYTES && INDEX_BYTES <= ID_BYTES);
+
 /// How the chunk id of an inbound message is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum ChunkId {

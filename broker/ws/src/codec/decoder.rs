@@ -84,6 +84,15 @@ impl FrameHeader {
     }
 }
 
+/// What the first two bytes of a header say.
+#[derive(Debug, Clone, Copy)]
+struct Flags {
+    fin: bool,
+    opcode: Opcode,
+    masked: bool,
+    length_code: u8,
+}
+
 /// How far the front of a buffer goes toward a frame.
 enum Peek {
     /// The header is incomplete: at least this many more bytes are needed.
@@ -174,6 +183,37 @@ impl Decoder {
         let [first, second, ..] = *buf else {
             return Ok(Peek::Wanting(BASE_HEADER_BYTES - buf.len()));
         };
+        let flags = self.check_flags(first, second)?;
+        let mask_start = BASE_HEADER_BYTES + extended_length_bytes(flags.length_code);
+        let header_bytes = mask_start + if flags.masked { MASK_KEY_BYTES } else { 0 };
+        let wanting = Peek::Wanting(header_bytes.saturating_sub(buf.len()));
+        let Some(declared) = read_length(flags.length_code, &buf[BASE_HEADER_BYTES..])? else {
+            return Ok(wanting);
+        };
+        let payload_bytes = self.check_bound(flags.opcode, declared)?;
+        let mask = if flags.masked {
+            match buf
+                .get(mask_start..header_bytes)
+                .map(<[u8; MASK_KEY_BYTES]>::try_from)
+            {
+                Some(Ok(key)) => Some(key),
+                _ => return Ok(wanting),
+            }
+        } else {
+            None
+        };
+        Ok(Peek::Header(FrameHeader {
+            fin: flags.fin,
+            opcode: flags.opcode,
+            mask,
+            header_bytes,
+            payload_bytes,
+        }))
+    }
+
+    /// The rules the first two bytes decide: RSV bits, opcode, masking by role, control
+    /// frames whole and short, data frames in sequence.
+    fn check_flags(&self, first: u8, second: u8) -> Result<Flags, ProtocolError> {
         if first & RSV_BITS != 0 {
             return Err(ProtocolError::ReservedBits {
                 bits: first & RSV_BITS,
@@ -183,36 +223,23 @@ impl Decoder {
             Opcode::from_wire(first & OPCODE_BITS).ok_or(ProtocolError::UnknownOpcode {
                 opcode: first & OPCODE_BITS,
             })?;
-        let fin = first & FIN_BIT != 0;
-        let masked = second & MASK_BIT != 0;
-        match (self.role, masked) {
+        let flags = Flags {
+            fin: first & FIN_BIT != 0,
+            opcode,
+            masked: second & MASK_BIT != 0,
+            length_code: second & LENGTH_BITS,
+        };
+        match (self.role, flags.masked) {
             (Role::Server, false) => return Err(ProtocolError::Unmasked),
             (Role::Client, true) => return Err(ProtocolError::Masked),
             (Role::Server, true) | (Role::Client, false) => {}
         }
-        let length_code = second & LENGTH_BITS;
         if opcode.is_control() {
-            check_control(opcode, fin, length_code)?;
+            check_control(opcode, flags.fin, flags.length_code)?;
         } else {
             self.check_sequence(opcode)?;
         }
-        let mask_start = BASE_HEADER_BYTES + extended_length_bytes(length_code);
-        let header_bytes = mask_start + if masked { MASK_KEY_BYTES } else { 0 };
-        let Some(declared) = read_length(length_code, &buf[BASE_HEADER_BYTES..])? else {
-            return Ok(Peek::Wanting(header_bytes - buf.len()));
-        };
-        let payload_bytes = self.check_bound(opcode, declared)?;
-        let Some(mask_key) = buf.get(mask_start..header_bytes) else {
-            return Ok(Peek::Wanting(header_bytes - buf.len()));
-        };
-        let mask = <[u8; MASK_KEY_BYTES]>::try_from(mask_key).ok();
-        Ok(Peek::Header(FrameHeader {
-            fin,
-            opcode,
-            mask,
-            header_bytes,
-            payload_bytes,
-        }))
+        Ok(flags)
     }
 
     /// A data frame must fit the message state: continuation inside a message, text or
