@@ -8,7 +8,6 @@
 //! those render as [`Rendered::Nothing`].
 
 use std::fmt;
-use std::fmt::Write as _;
 use std::ops::Range;
 
 use bps_proto::{
@@ -169,8 +168,9 @@ fn roster_text(delivery: &Delivery) -> Result<String, RenderError> {
         if position > 0 {
             text.push(',');
         }
-        // Writing to a String cannot fail.
-        let _ = write!(text, "\"{}\"", hex::encode(publisher));
+        text.push('"');
+        text.push_str(&hex::encode(publisher));
+        text.push('"');
     }
     text.push_str("]}");
     Ok(text)
