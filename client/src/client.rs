@@ -469,13 +469,19 @@ fn drain(
     Ok(Drained::Open)
 }
 
-/// Verifies one received frame; a roster goes to the publisher. `Err` on EOS.
+/// Verifies one received frame; a roster goes to the publisher, and so does the roster in
+/// force when the broker sends it again first on a new stream (R22): it grants that stream
+/// (R23) although the subscriber drops it as a retransmit. `Err` on EOS.
 fn apply(
     subscriber: &mut Subscriber,
     publisher: &mut Publisher,
     body: bytes::Bytes,
 ) -> Result<(), ClientError> {
-    match subscriber.on_frame(body) {
+    let event = subscriber.on_frame(body);
+    if subscriber.repeats_roster_in_force(&event) {
+        publisher.on_roster(subscriber.roster());
+    }
+    match event {
         Event::Roster { publishers, .. } => {
             publisher.on_roster(&publishers);
             Ok(())
@@ -724,6 +730,61 @@ mod tests {
             String::from_utf8_lossy(&output.err).contains("stream reset"),
             "the reset is reported"
         );
+    }
+
+    #[test]
+    fn r22_r23_the_roster_in_force_sent_again_grants_a_rostered_publisher_on_its_new_stream() {
+        let admin = key(1);
+        let member = key(2);
+        // The broker keeps the latest ROSTER frame and sends it, byte for byte, as the one
+        // pre-claim delivery of every stream whose addr it names (R22): the same index twice.
+        let grant = sign_broadcast(
+            &admin,
+            Kind::Roster,
+            &TOPIC,
+            &[9; 32],
+            4,
+            &encode_roster(&[member.address()]),
+        );
+        let (target, peer) = peer(vec![
+            Script {
+                ack: ok([1; 32]),
+                frames: vec![grant.frame.clone()],
+                read: Some(2),
+            },
+            Script {
+                ack: ok([2; 32]),
+                frames: vec![grant.frame],
+                read: None,
+            },
+        ]);
+        let mut publisher =
+            Publisher::new(explicit(&admin), member, PublisherConfig::default()).expect("fits");
+        for payload in [&b"a"[..], b"b", b"c"] {
+            publisher.enqueue_data(payload).expect("data");
+        }
+        let quick = Connection {
+            timeout: Some(Duration::from_secs(10)),
+            ..connection(target, true)
+        };
+        let mut output = terminal();
+        run_pub(
+            &quick,
+            PubOptions { rate: Some(10.0) },
+            publisher,
+            None,
+            &mut output,
+        )
+        .expect("published on the second stream");
+        let streams = peer.join().expect("peer");
+        let first: Vec<(i32, u64)> = streams[0].iter().map(|f| (f.kind, f.index)).collect();
+        assert_eq!(first, [(Kind::Auth as i32, 0), (Kind::Data as i32, 0)]);
+        let second: Vec<(i32, u64)> = streams[1].iter().map(|f| (f.kind, f.index)).collect();
+        assert_eq!(second[0], (Kind::Auth as i32, 0), "claims after the repeat");
+        assert_eq!(second.last(), Some(&(Kind::Data as i32, 2)));
+        for frame in &streams[1] {
+            assert_eq!(frame.challenge.as_ref(), &[2; 32]);
+        }
     }
 
     #[test]

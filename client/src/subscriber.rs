@@ -273,6 +273,25 @@ impl Subscriber {
         }
     }
 
+    /// Whether `event` is the roster in force delivered again: a verified ROSTER from the
+    /// admin (id derived, signature valid at keccak256(id ‖ admin)) dropped as a retransmit
+    /// at the index of the last roster accepted. The broker sends the latest roster first on
+    /// every new stream (R22), and the admin never reuses a ROSTER index (R41), so this is
+    /// the roster [`Subscriber::roster`] already holds: for a rostered publisher it is the
+    /// grant on the new stream (R23).
+    pub fn repeats_roster_in_force(&self, event: &Event) -> bool {
+        matches!(
+            event,
+            Event::Dropped {
+                reason: DropReason::Retransmit {
+                    kind: Kind::Roster,
+                    index,
+                    cursor,
+                },
+            } if self.roster_seen && index.checked_add(1) == Some(*cursor)
+        )
+    }
+
     /// Decodes and verifies one frame body.
     pub fn on_frame(&mut self, body: Bytes) -> Event {
         match decode_broadcast(body) {
@@ -862,6 +881,62 @@ mod tests {
                 cursor: 10
             }
         );
+    }
+
+    #[test]
+    fn r22_the_roster_in_force_sent_again_is_recognised() {
+        let admin = key(1);
+        let member = key(2);
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let roster = |signer: &SigningKey, challenge: u8, index: u64| {
+            sign_broadcast(
+                signer,
+                Kind::Roster,
+                &TOPIC,
+                &[challenge; 32],
+                index,
+                &encode_roster(&[member.address()]),
+            )
+            .broadcast
+        };
+        let retransmit = |event: &Event| {
+            matches!(
+                event,
+                Event::Dropped {
+                    reason: DropReason::Retransmit { .. }
+                }
+            )
+        };
+        let first = subscriber.on_broadcast(&roster(&admin, 1, 3));
+        assert!(matches!(first, Event::Roster { index: 3, .. }), "{first:?}");
+        assert!(!subscriber.repeats_roster_in_force(&first), "a new roster");
+        // The broker sends roster 3 again first on a new stream: the same frame.
+        let again = subscriber.on_broadcast(&roster(&admin, 1, 3));
+        assert!(retransmit(&again), "{again:?}");
+        assert!(subscriber.repeats_roster_in_force(&again));
+        // Once roster 4 is in force, roster 3 is a retransmit but not the one in force.
+        let next = subscriber.on_broadcast(&roster(&admin, 2, 4));
+        assert!(matches!(next, Event::Roster { index: 4, .. }), "{next:?}");
+        let stale = subscriber.on_broadcast(&roster(&admin, 1, 3));
+        assert!(retransmit(&stale), "{stale:?}");
+        assert!(!subscriber.repeats_roster_in_force(&stale));
+        let repeat = subscriber.on_broadcast(&roster(&admin, 3, 4));
+        assert!(subscriber.repeats_roster_in_force(&repeat));
+        // A non-admin's chunk at the index in force is no roster at all.
+        let forged = subscriber.on_broadcast(&roster(&member, 3, 4));
+        assert!(matches!(
+            forged,
+            Event::Dropped {
+                reason: DropReason::Invalid(_)
+            }
+        ));
+        assert!(!subscriber.repeats_roster_in_force(&forged));
+        // A DATA retransmit just below its cursor is not a roster.
+        let data = sign_broadcast(&admin, Kind::Data, &TOPIC, &[1; 32], 4, b"x").broadcast;
+        assert!(matches!(subscriber.on_broadcast(&data), Event::Data { .. }));
+        let data_again = subscriber.on_broadcast(&data);
+        assert!(retransmit(&data_again), "{data_again:?}");
+        assert!(!subscriber.repeats_roster_in_force(&data_again));
     }
 
     #[test]
