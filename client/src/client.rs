@@ -31,6 +31,11 @@ const POLL_STEP: Duration = Duration::from_millis(200);
 /// Wait between looks at stdin while a publisher has nothing else to do.
 const INPUT_POLL: Duration = Duration::from_millis(20);
 
+/// Input lines a publisher holds unwritten at most: a burst's worth; beyond it no more lines
+/// are taken, so a broker that reads slowly pushes back on the input (the `bps` binary's
+/// stdin channel holds as many again) instead of growing memory.
+pub const INPUT_LINES_QUEUED_MAX: usize = 256;
+
 /// Why a run ended without success.
 #[derive(Debug)]
 pub enum ClientError {
@@ -493,7 +498,8 @@ fn apply(
     }
 }
 
-/// Queues every line already read from stdin; `false` once stdin is closed and drained.
+/// Queues the lines already read from stdin while fewer than [`INPUT_LINES_QUEUED_MAX`]
+/// publications wait; `false` once stdin is closed and drained.
 fn take_lines<O: Write, E: Write>(
     lines: &mut Option<Receiver<Vec<u8>>>,
     publisher: &mut Publisher,
@@ -502,7 +508,7 @@ fn take_lines<O: Write, E: Write>(
     let Some(receiver) = lines.as_ref() else {
         return false;
     };
-    loop {
+    while publisher.queued() < INPUT_LINES_QUEUED_MAX {
         match receiver.try_recv() {
             Ok(line) => {
                 if let Err(error) = publisher.enqueue_data(line) {
@@ -516,6 +522,7 @@ fn take_lines<O: Write, E: Write>(
             }
         }
     }
+    true
 }
 
 /// The JSON line printed for a written frame.
@@ -730,6 +737,40 @@ mod tests {
             String::from_utf8_lossy(&output.err).contains("stream reset"),
             "the reset is reported"
         );
+    }
+
+    #[test]
+    fn pub_takes_input_lines_only_up_to_the_bound() {
+        let admin = key(1);
+        let mut publisher =
+            Publisher::new(explicit(&admin), admin, PublisherConfig::default()).expect("fits");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        for line in 0..INPUT_LINES_QUEUED_MAX + 10 {
+            sender.send(line.to_be_bytes().to_vec()).expect("send");
+        }
+        drop(sender);
+        let mut lines = Some(receiver);
+        let mut output = terminal();
+        assert!(take_lines(&mut lines, &mut publisher, &mut output));
+        assert_eq!(publisher.queued(), INPUT_LINES_QUEUED_MAX);
+        assert!(take_lines(&mut lines, &mut publisher, &mut output));
+        assert_eq!(
+            publisher.queued(),
+            INPUT_LINES_QUEUED_MAX,
+            "full: none taken"
+        );
+        // The claim and eleven publications are written: room for the last ten lines.
+        publisher.begin_session([1; 32]);
+        for _ in 0..12 {
+            publisher.next_frame().expect("signs").expect("a frame");
+            publisher.mark_sent();
+        }
+        assert!(
+            !take_lines(&mut lines, &mut publisher, &mut output),
+            "input ended"
+        );
+        assert_eq!(publisher.queued(), INPUT_LINES_QUEUED_MAX - 1);
+        assert!(lines.is_none());
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! and 10, SWIP-74 item 10).
 //!
 //! Owns: [`Subscriber`], the receiving side's state for one cohort — the roster and its
-//! cursor, one DATA cursor per publisher, and (implicit authorship) a bounded window of
-//! recently seen chunks — and the typed [`Event`] each frame becomes. For every frame:
+//! cursor, a bounded table of per-publisher DATA cursors ([`crate::cursor_table`]), and
+//! (implicit authorship) a bounded window of recently seen chunks
+//! ([`crate::dedup_window`]), both sized by [`SubscriberLimits`] — and what each frame
+//! becomes: a typed [`Event`], within a [`Received`] that also carries what the subscriber
+//! learnt from it. For every frame:
 //! 1. the kind must be known (else dropped, R14, D12);
 //! 2. explicit and ALL: the id is derived from the frame's own kind, the cohort topic, the
 //!    frame's challenge and index (BPS.md §1.1) and must equal the chunk's id; the
@@ -17,11 +20,20 @@
 //!    cursor are retransmits; a ROSTER index above the cursor, once a roster has been seen,
 //!    is a liveness fault (reported on the event, the roster still applies).
 //!
+//! Bounds: every table that grows with what peers send is bounded. The cursor table keeps at
+//! most [`SubscriberLimits::cursors_max`] publishers (default
+//! [`CURSORS_PER_SUBSCRIBER_MAX`]); a new publisher in a full table evicts the least
+//! recently advanced one, reported on [`Received::evicted`] and counted
+//! ([`Subscriber::cursors_evicted`]). An evicted publisher's cursor restarts: its next frame
+//! is accepted at any index, so a retransmit of its older frames could be shown again. The
+//! dedup window keeps [`SubscriberLimits::implicit_dedup_chunks_max`] chunks (default
+//! [`IMPLICIT_DEDUP_CHUNKS_MAX`]); a forgotten chunk is accepted again (R28). The roster is
+//! bounded by the chunk that carries it (at most 186 addresses).
+//!
 //! Never: reads a socket or a clock, or looks at its own stream's challenge. The state lives
 //! as long as the `Subscriber` value: keep one per (topic, admin) across reconnects so the
 //! cursors survive sessions (R41); nothing is persisted to disk.
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 
 use bps_proto::{
@@ -33,8 +45,45 @@ use bps_verify::{
 };
 use bytes::Bytes;
 
-/// Chunks remembered for implicit-authorship dedup (R28 mirrored on the client).
-pub const IMPLICIT_DEDUP_WINDOW: usize = 4096;
+use crate::cursor_table::{CURSORS_PER_SUBSCRIBER_MAX, CursorTable, EvictedCursor};
+use crate::dedup_window::{DedupWindow, IMPLICIT_DEDUP_CHUNKS_MAX};
+
+/// The bounds of a subscriber's tables (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubscriberLimits {
+    /// Per-publisher DATA cursors kept under explicit authorship and ALL (at least 1).
+    pub cursors_max: usize,
+    /// Chunks remembered for dedup under implicit authorship (at least 1).
+    pub implicit_dedup_chunks_max: usize,
+}
+
+impl Default for SubscriberLimits {
+    fn default() -> Self {
+        Self {
+            cursors_max: CURSORS_PER_SUBSCRIBER_MAX,
+            implicit_dedup_chunks_max: IMPLICIT_DEDUP_CHUNKS_MAX,
+        }
+    }
+}
+
+/// One received frame: what it was, and what the subscriber learnt from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The verdict.
+    pub event: Event,
+    /// An accepted DATA whose publisher was new to a full cursor table pushed this cursor
+    /// out (module docs): that publisher's frames restart at any index.
+    pub evicted: Option<EvictedCursor>,
+}
+
+impl From<Event> for Received {
+    fn from(event: Event) -> Self {
+        Self {
+            event,
+            evicted: None,
+        }
+    }
+}
 
 /// What one received frame turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,22 +274,27 @@ pub struct Subscriber {
     roster: Vec<Address>,
     roster_cursor: u64,
     roster_seen: bool,
-    cursors: HashMap<Address, u64>,
-    seen: HashSet<Hash>,
-    seen_order: VecDeque<Hash>,
+    cursors: CursorTable,
+    cursors_evicted: u64,
+    seen: DedupWindow,
 }
 
 impl Subscriber {
-    /// A subscriber for `spec` with empty roster and cursors at 0.
+    /// A subscriber for `spec` with empty roster and cursors at 0, and the default limits.
     pub fn new(spec: Spec) -> Self {
+        Self::with_limits(spec, SubscriberLimits::default())
+    }
+
+    /// A subscriber for `spec` whose tables hold at most `limits` (each at least 1).
+    pub fn with_limits(spec: Spec, limits: SubscriberLimits) -> Self {
         Self {
             spec,
             roster: Vec::new(),
             roster_cursor: 0,
             roster_seen: false,
-            cursors: HashMap::new(),
-            seen: HashSet::new(),
-            seen_order: VecDeque::new(),
+            cursors: CursorTable::new(limits.cursors_max),
+            cursors_evicted: 0,
+            seen: DedupWindow::new(limits.implicit_dedup_chunks_max),
         }
     }
 
@@ -259,9 +313,19 @@ impl Subscriber {
         self.roster_cursor
     }
 
-    /// The next DATA index expected from `owner` (0 if never seen).
+    /// The next DATA index expected from `owner` (0 if never seen, or evicted).
     pub fn cursor(&self, owner: &Address) -> u64 {
-        self.cursors.get(owner).copied().unwrap_or(0)
+        self.cursors.get(owner).unwrap_or(0)
+    }
+
+    /// Publishers whose cursor is held (at most [`SubscriberLimits::cursors_max`]).
+    pub fn cursor_count(&self) -> usize {
+        self.cursors.len()
+    }
+
+    /// Cursors evicted from the full table so far (module docs).
+    pub fn cursors_evicted(&self) -> u64 {
+        self.cursors_evicted
     }
 
     /// Whether `owner` may publish DATA now (explicit: admin or rostered; ALL: anyone;
@@ -292,23 +356,34 @@ impl Subscriber {
         )
     }
 
-    /// Decodes and verifies one frame body.
+    /// Decodes and verifies one frame body; the verdict only ([`Subscriber::receive`] tells
+    /// more).
     pub fn on_frame(&mut self, body: Bytes) -> Event {
+        self.receive(body).event
+    }
+
+    /// Verifies one `Broadcast` and applies it; the verdict only.
+    pub fn on_broadcast(&mut self, broadcast: &Broadcast) -> Event {
+        self.receive_broadcast(broadcast).event
+    }
+
+    /// Decodes and verifies one frame body.
+    pub fn receive(&mut self, body: Bytes) -> Received {
         match decode_broadcast(body) {
-            Ok(broadcast) => self.on_broadcast(&broadcast),
-            Err(error) => dropped(DropReason::Malformed(error)),
+            Ok(broadcast) => self.receive_broadcast(&broadcast),
+            Err(error) => dropped(DropReason::Malformed(error)).into(),
         }
     }
 
     /// Verifies one `Broadcast` (module docs) and applies it.
-    pub fn on_broadcast(&mut self, broadcast: &Broadcast) -> Event {
+    pub fn receive_broadcast(&mut self, broadcast: &Broadcast) -> Received {
         match self.admit(broadcast) {
-            Ok(event) => event,
-            Err(reason) => dropped(reason),
+            Ok(received) => received,
+            Err(reason) => dropped(reason).into(),
         }
     }
 
-    fn admit(&mut self, broadcast: &Broadcast) -> Result<Event, DropReason> {
+    fn admit(&mut self, broadcast: &Broadcast) -> Result<Received, DropReason> {
         let kind = bps_proto::kind_from_i32(broadcast.kind).ok_or(DropReason::UnknownKind {
             value: broadcast.kind,
         })?;
@@ -332,14 +407,16 @@ impl Subscriber {
             });
         }
         match kind {
-            Kind::Roster => self.admit_roster(&admin, broadcast, &soc),
-            Kind::Eos => admit_eos(&admin, broadcast, &soc),
+            Kind::Roster => self
+                .admit_roster(&admin, broadcast, &soc)
+                .map(Received::from),
+            Kind::Eos => admit_eos(&admin, broadcast, &soc).map(Received::from),
             // DATA: AUTH and UNSPECIFIED were dropped above.
             _ => self.admit_data(broadcast),
         }
     }
 
-    fn admit_data(&mut self, broadcast: &Broadcast) -> Result<Event, DropReason> {
+    fn admit_data(&mut self, broadcast: &Broadcast) -> Result<Received, DropReason> {
         let recovered = validate_soc(&broadcast.soc).map_err(|error| invalid(error.into()))?;
         let owner = recovered.owner;
         if !self.admits(&owner) {
@@ -357,11 +434,15 @@ impl Subscriber {
                 cursor,
             });
         }
-        self.cursors.insert(owner, index + 1);
-        Ok(Event::Data {
-            owner,
-            index,
-            payload: payload_of(&broadcast.soc),
+        let evicted = self.cursors.advance(owner, index + 1);
+        self.cursors_evicted += u64::from(evicted.is_some());
+        Ok(Received {
+            event: Event::Data {
+                owner,
+                index,
+                payload: payload_of(&broadcast.soc),
+            },
+            evicted,
         })
     }
 
@@ -401,7 +482,7 @@ impl Subscriber {
         })
     }
 
-    fn admit_implicit(&mut self, broadcast: &Broadcast) -> Result<Event, DropReason> {
+    fn admit_implicit(&mut self, broadcast: &Broadcast) -> Result<Received, DropReason> {
         let verified = verify(&VerifyRequest {
             chunk: broadcast.soc.clone(),
             expect: Expect::Implicit {
@@ -416,17 +497,12 @@ impl Subscriber {
                 key: verified.dedup_key,
             });
         }
-        self.seen_order.push_back(verified.dedup_key);
-        if self.seen_order.len() > IMPLICIT_DEDUP_WINDOW
-            && let Some(oldest) = self.seen_order.pop_front()
-        {
-            self.seen.remove(&oldest);
-        }
         Ok(Event::Data {
             owner: verified.owner,
             index: broadcast.index,
             payload: payload_of(&broadcast.soc),
-        })
+        }
+        .into())
     }
 }
 
@@ -985,6 +1061,61 @@ mod tests {
     }
 
     #[test]
+    fn r27_a_full_cursor_table_evicts_the_least_recent_publisher_and_says_so() {
+        let cohort = all(&key(1));
+        let limits = SubscriberLimits {
+            cursors_max: 2,
+            ..SubscriberLimits::default()
+        };
+        let mut subscriber = Subscriber::with_limits(cohort, limits);
+        let (first, second, third) = (key(2), key(3), key(4));
+        let frame = |signer: &SigningKey, index: u64| {
+            sign_broadcast(signer, Kind::Data, &TOPIC, &[7; 32], index, b"x").broadcast
+        };
+        let mut evicted = |broadcast: &Broadcast| {
+            let received = subscriber.receive_broadcast(broadcast);
+            assert!(
+                matches!(received.event, Event::Data { .. }),
+                "{:?}",
+                received.event
+            );
+            received.evicted
+        };
+        assert_eq!(evicted(&frame(&first, 0)), None);
+        assert_eq!(evicted(&frame(&second, 0)), None);
+        // `first` advances again, so `second` is the least recent when `third` arrives.
+        assert_eq!(evicted(&frame(&first, 1)), None);
+        assert_eq!(
+            evicted(&frame(&third, 0)),
+            Some(EvictedCursor {
+                owner: second.address(),
+                cursor: 1
+            })
+        );
+        // The evicted publisher's cursor restarts: its old frame is shown again.
+        assert_eq!(
+            evicted(&frame(&second, 0)),
+            Some(EvictedCursor {
+                owner: first.address(),
+                cursor: 2
+            })
+        );
+        assert_eq!(subscriber.cursors_evicted(), 2);
+        assert_eq!(subscriber.cursor_count(), 2);
+        assert_eq!(subscriber.cursor(&first.address()), 0, "forgotten");
+        assert_eq!(
+            reason(subscriber.on_broadcast(&frame(&third, 0))),
+            DropReason::Retransmit {
+                kind: Kind::Data,
+                index: 0,
+                cursor: 1
+            },
+            "a held cursor still drops retransmits"
+        );
+        assert_eq!(subscriber.cursors_evicted(), 2);
+    }
+
+    #[test]
     fn r41_all_admits_anyone_with_a_session_feed_chunk() {
         let admin = key(1);
         let cohort = all(&admin);
@@ -1135,7 +1266,7 @@ mod tests {
             subscriber.on_broadcast(&first.broadcast),
             Event::Data { .. }
         ));
-        for index in 1..=IMPLICIT_DEDUP_WINDOW as u64 {
+        for index in 1..=IMPLICIT_DEDUP_CHUNKS_MAX as u64 {
             let next = sign_implicit(&signer, &feed_id(TOPIC, index), None, b"");
             assert!(matches!(
                 subscriber.on_broadcast(&next.broadcast),

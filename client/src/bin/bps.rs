@@ -14,7 +14,8 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bps_client::client::{
-    ClientError, Connection, Output, PubOptions, SubOptions, run_pub, run_sub,
+    ClientError, Connection, INPUT_LINES_QUEUED_MAX, Output, PubOptions, SubOptions, run_pub,
+    run_sub,
 };
 use bps_client::hexarg::{ArgError, check_payload, parse_fixed, parse_hex, parse_key};
 use bps_client::inspect::{decode_frame, inspect_soc};
@@ -560,9 +561,11 @@ fn send_queued(
 }
 
 /// Lines of stdin (without their `\n` or `\r\n`), read on a thread so the stream keeps
-/// being served while the terminal is idle; the channel closes at end of input.
+/// being served while the terminal is idle; the channel closes at end of input. It holds
+/// [`INPUT_LINES_QUEUED_MAX`] lines: when the publisher is that far behind, the thread
+/// stops reading and the pipe pushes back.
 fn stdin_lines() -> Receiver<Vec<u8>> {
-    let (sender, receiver) = mpsc::channel();
+    let (sender, receiver) = mpsc::sync_channel(INPUT_LINES_QUEUED_MAX);
     thread::spawn(move || {
         let mut stdin = io::stdin().lock();
         loop {
