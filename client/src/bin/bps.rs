@@ -175,7 +175,18 @@ struct SubArgs {
     /// Join as this key's address.
     #[arg(long, value_name = "HEX")]
     key: Option<String>,
-    /// Print JSON lines (data, roster, eos, dropped, joined).
+    /// Print JSON lines, one per event: joined, data, gap, evicted, roster, eos, dropped.
+    ///
+    /// Every line has a "kind": "joined" (addr, challenge);
+    /// "data" (owner, index, payload_hex, payload_utf8, and next_index and next_address: the
+    /// SOC address of this publisher's next update, on the same stream for session feeds,
+    /// the feed update under implicit feed-topic; absent where no next update is defined);
+    /// "gap" before a data line whose index is above its publisher's cursor (owner,
+    /// expected, got; a publisher's first frame is never one); "evicted" after a data line
+    /// whose new publisher pushed the least recent one out of the bounded cursor table
+    /// (owner, cursor: its older frames could be shown again); "roster" (index, publishers,
+    /// next_index, next_address, liveness_fault when rosters were missed); "eos";
+    /// "dropped" (reason).
     #[arg(long)]
     json: bool,
     /// Exit after this many messages.
