@@ -184,7 +184,15 @@ fn open<O: Write, E: Write>(
                 pacing.backoff.reset();
                 return Ok(Some(session));
             }
-            Ok(JoinOutcome::Refused(status)) => return Err(ClientError::Refused(status)),
+            Ok(JoinOutcome::Refused(status)) => {
+                if status == Status::Rejected && spec.history {
+                    output.note(
+                        "note: a broker that keeps no history rejects --history (D11); \
+                         without it the Join names another cohort (R1)",
+                    );
+                }
+                return Err(ClientError::Refused(status));
+            }
             Err(error) if connection.reconnect => {
                 if !pacing.back_off(output, &error.to_string()) {
                     return Ok(None);

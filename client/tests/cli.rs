@@ -775,3 +775,43 @@ fn sub_json_prints_gaps_and_next_addresses() {
     }
     assert_eq!(printed[4]["index"], 4);
 }
+
+#[test]
+fn history_is_joined_by_sub_and_pub_and_its_help_says_it_is_identity() {
+    let topic = "42".repeat(32);
+    for (command, extra) in [
+        ("sub", &["--no-reconnect"][..]),
+        ("pub", &["--key", BEE_KEY, "--message", "hi"][..]),
+    ] {
+        let (target, peer) = refusing_peer(Status::Rejected);
+        let mut args = vec![
+            command,
+            "--target",
+            &target,
+            "--topic",
+            &topic,
+            "--binding",
+            "mnemonic",
+            "--history",
+        ];
+        args.extend_from_slice(extra);
+        let output = bps(&args);
+        assert_eq!(code(&output), 3, "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("rejects --history"), "{stderr}");
+        let join = peer.join().expect("peer");
+        let report = json(&bps(&["frame", "decode", &hex::encode(&join)]));
+        assert_eq!(report["cohort"]["history"], true, "{args:?}");
+    }
+    for command in ["sub", "pub"] {
+        let help = bps(&[command, "--help"]);
+        let text = String::from_utf8_lossy(&help.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            text.contains("identity (R1)") && text.contains("must all join with it"),
+            "{command}: {text}"
+        );
+    }
+}
