@@ -184,6 +184,8 @@ fn cohort(key: &[u8], subscribers: usize) -> CohortSummary {
         roster_cursor: 0,
         cursors: 0,
         dedup_entries: 0,
+        history_frames: 0,
+        history_bytes: 0,
         subscribers,
         streams: [("spectator", subscribers as u64)].into_iter().collect(),
         counters: [("retransmit", 1)].into_iter().collect(),

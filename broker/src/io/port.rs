@@ -2,8 +2,9 @@
 //! WebSocket session) and its core share about it.
 //!
 //! Owns: `Port`: the stream's id, peer and transport, its home core once the Join went
-//! there, its life (open, flushing, resetting), its outbound queue (R26) with the write
-//! notices and latency samples keyed by frame sequence, its read window (credits), the
+//! there, its life (open, flushing, resetting), its outbound queue (R26) and its history
+//! backlog (D11) with the write notices and latency samples keyed by frame sequence, its
+//! read window (credits), the
 //! batch being written, and the wakers of the carrier's reader and writer. A carrier reads
 //! frames and hands them to its core, and writes what the port queues; the core queues,
 //! credits and closes. Neither side ever touches the other's objects: this is the whole
@@ -16,6 +17,16 @@
 //! then and there: R26 is measured against exactly that. Whatever the kernel refused waits
 //! in the port's batch for the carrier's writer task, which finishes it asynchronously
 //! (and everything queued after it) before the core writes directly again.
+//!
+//! A history backlog (the retained frames a stream gets when it enters the fan-out set of a
+//! history cohort, D11) is written after what was queued before it (the Ack, the roster) and
+//! before anything queued after it, so the seam between it and live traffic loses and
+//! duplicates nothing. It is not an R26 matter (R26 is about subscribers that do not keep up
+//! with live traffic, not about the size of a backlog): it is held beside the outbound
+//! queue, whose bound keeps applying to the live frames queued behind it. A stream holds one
+//! unwritten backlog at most: a second one while frames of the first are still waiting means
+//! it entered the fan-out set again without reading (only a revocation and a new grant make
+//! that possible), and it is reset as a slow consumer, so no cycle of grants can pin frames.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -76,6 +87,8 @@ pub struct Port {
     /// Whether the stream holds a pre-Join slot in the peer ledger.
     prejoin: Cell<bool>,
     out: RefCell<OutboundQueue>,
+    /// D11: the history backlog, with what was queued before it; written before `out`.
+    backlog: RefCell<VecDeque<Bytes>>,
     /// Frames queued since the start; notices and latency samples are keyed by this count.
     queued_total: Cell<u64>,
     written_total: Cell<u64>,
@@ -107,7 +120,7 @@ impl fmt::Debug for Port {
             .field("transport", &self.transport)
             .field("home", &self.home.get())
             .field("life", &self.life.get())
-            .field("queued", &self.out.borrow().len())
+            .field("queued", &self.queued())
             .field("credits", &self.credits.get())
             .finish_non_exhaustive()
     }
@@ -142,6 +155,23 @@ fn send_now(fd: RawFd, batch: &IoBatch) -> std::io::Result<usize> {
     usize::try_from(sent).map_err(|_| std::io::Error::last_os_error())
 }
 
+/// A history backlog arrived while an earlier one was still unwritten (D11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BacklogUnread {
+    /// Frames of the earlier backlog still waiting.
+    pub frames: usize,
+}
+
+impl fmt::Display for BacklogUnread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a history backlog arrived with {} frames of the last one unwritten",
+            self.frames
+        )
+    }
+}
+
 /// What a carrier does when its stream starts to flush or resets.
 pub type CloseHook = Box<dyn Fn(Life)>;
 
@@ -173,6 +203,7 @@ impl Port {
             home_knows: Cell::new(false),
             prejoin: Cell::new(true),
             out: RefCell::new(OutboundQueue::new(queue_frames_max)),
+            backlog: RefCell::new(VecDeque::new()),
             queued_total: Cell::new(0),
             written_total: Cell::new(0),
             notices: RefCell::new(VecDeque::new()),
@@ -252,6 +283,30 @@ impl Port {
         Ok(placed)
     }
 
+    /// D11: queues a history backlog after everything queued so far (which moves ahead of it)
+    /// and before anything queued later, outside the R26 bound; `Err` when an earlier
+    /// backlog is still unwritten (the stream must be reset, see the module documentation).
+    pub fn enqueue_backlog(&self, frames: Vec<Bytes>) -> Result<(), BacklogUnread> {
+        if !self.is_open() {
+            return Ok(());
+        }
+        let mut backlog = self.backlog.borrow_mut();
+        if !backlog.is_empty() {
+            return Err(BacklogUnread {
+                frames: backlog.len(),
+            });
+        }
+        self.out
+            .borrow_mut()
+            .drain_into(usize::MAX, |frame| backlog.push_back(frame));
+        self.queued_total
+            .set(self.queued_total.get() + frames.len() as u64);
+        backlog.extend(frames);
+        drop(backlog);
+        self.write_wake.notify();
+        Ok(())
+    }
+
     /// The home core finished one of this stream's frames.
     pub fn credit(&self) {
         self.credits.set(self.credits.get() + 1);
@@ -277,14 +332,28 @@ impl Port {
         }
         self.life.set(Life::Resetting);
         self.out.borrow_mut().clear();
+        self.backlog.borrow_mut().clear();
         self.read_wake.notify();
         self.write_wake.notify();
         self.tell_carrier(Life::Resetting);
     }
 
-    /// Frames queued, for gauges.
+    /// Frames queued (backlog and outbound queue), for gauges.
     pub fn queued(&self) -> usize {
-        self.out.borrow().len()
+        self.backlog.borrow().len() + self.out.borrow().len()
+    }
+
+    /// Moves up to `frames_max` queued frames into `batch`, the backlog first.
+    fn fill(&self, batch: &mut IoBatch, frames_max: usize) {
+        let mut backlog = self.backlog.borrow_mut();
+        let from_backlog = frames_max.min(backlog.len());
+        for frame in backlog.drain(..from_backlog) {
+            batch.push(frame);
+        }
+        drop(backlog);
+        self.out
+            .borrow_mut()
+            .drain_into(frames_max - from_backlog, |frame| batch.push(frame));
     }
 
     /// Marks the port as queued to in this turn; true the first time in the turn.
@@ -307,9 +376,7 @@ impl Port {
         let Some(mut batch) = self.batch.borrow_mut().take() else {
             return flushed;
         };
-        self.out
-            .borrow_mut()
-            .drain_into(frames_max, |frame| batch.push(frame));
+        self.fill(&mut batch, frames_max);
         if batch.is_empty() {
             *self.batch.borrow_mut() = Some(batch);
             return flushed;
@@ -329,7 +396,7 @@ impl Port {
             flushed.bytes = offered as u64;
             batch.clear();
             self.out.borrow_mut().wrote(false);
-            if self.out.borrow().len() > 0 {
+            if self.queued() > 0 {
                 // More than one batch was queued: the writer task takes the rest.
                 self.writer_busy.set(true);
                 self.write_wake.notify();
@@ -373,9 +440,7 @@ impl Port {
         let mut batch = self.batch.borrow_mut().take().unwrap_or_default();
         if batch.is_done() {
             batch.clear();
-            self.out
-                .borrow_mut()
-                .drain_into(frames_max, |frame| batch.push(frame));
+            self.fill(&mut batch, frames_max);
         }
         if batch.is_empty() {
             *self.batch.borrow_mut() = Some(batch);
@@ -391,7 +456,7 @@ impl Port {
     pub fn return_writing(&self, mut batch: IoBatch) {
         batch.clear();
         *self.batch.borrow_mut() = Some(batch);
-        if self.out.borrow().len() == 0 {
+        if self.queued() == 0 {
             self.writer_busy.set(false);
         }
     }
@@ -522,6 +587,65 @@ mod tests {
         let second = port.written(1);
         assert_eq!(second.notices, vec![notice]);
         assert!(second.sample_us.is_none());
+    }
+
+    /// Everything the peer end of `port`'s socket has received so far.
+    fn read_all(peer: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
+        use std::io::Read;
+        peer.set_nonblocking(true).expect("non-blocking");
+        let mut got = Vec::new();
+        let mut chunk = [0_u8; 256];
+        while let Ok(read) = peer.read(&mut chunk) {
+            if read == 0 {
+                break;
+            }
+            got.extend_from_slice(&chunk[..read]);
+        }
+        got
+    }
+
+    #[test]
+    fn a_backlog_goes_after_what_was_queued_before_what_follows_and_outside_r26() {
+        use std::os::fd::AsRawFd;
+        let port = port();
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        port.attach_socket(ours.as_raw_fd(), 64);
+        for frame in [b"a", b"b"] {
+            port.enqueue(Bytes::from_static(frame), None, None)
+                .expect("room");
+        }
+        // Four frames against an R26 bound of 2: neither refused nor counted.
+        let backlog = [b"w", b"x", b"y", b"z"].map(|frame| Bytes::from_static(frame));
+        assert_eq!(port.enqueue_backlog(backlog.to_vec()), Ok(()));
+        let notice = crate::protocol::WriteNotice(9);
+        assert_eq!(
+            port.enqueue(Bytes::from_static(b"c"), Some(notice), None),
+            Ok(Queued::Within)
+        );
+        assert_eq!(port.queued(), 7);
+        let flushed = port.flush_now(64);
+        assert_eq!((flushed.frames, flushed.failed), (7, false));
+        assert_eq!(read_all(&mut peer), b"abwxyzc");
+        // The notice is keyed by the order of writing: the seventh frame.
+        assert!(port.written(6).notices.is_empty());
+        assert_eq!(port.written(1).notices, vec![notice]);
+    }
+
+    #[test]
+    fn a_second_backlog_while_the_first_is_unwritten_is_refused() {
+        let port = port();
+        let frame = || vec![Bytes::from_static(b"x")];
+        assert_eq!(port.enqueue_backlog(frame()), Ok(()));
+        assert_eq!(
+            port.enqueue_backlog(frame()),
+            Err(super::BacklogUnread { frames: 1 })
+        );
+        let batch = port.take_writing(8).expect("the backlog to write");
+        assert_eq!(batch.frames(), 1);
+        port.return_writing(batch);
+        assert_eq!(port.enqueue_backlog(frame()), Ok(()));
+        port.reset();
+        assert_eq!(port.queued(), 0);
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! them bounded.
 //!
 //! Owns: `HomeMsg` (stream to machine: Join, Frame, Closed, Written, towards a cohort's home
-//! core), `OwnerMsg` (machine to stream: Send, Deliver, Close, towards the core that owns the
-//! connection), `CoreLanes` (one core's inbound lanes: home, owner, credits, verification
+//! core), `OwnerMsg` (machine to stream: Send, Backlog, Deliver, Close, towards the core that
+//! owns the connection), `CoreLanes` (one core's inbound lanes: home, owner, credits, verification
 //! results, and its doorbell) and `Router` (one core's sending side: lanes to every core, an
 //! overflow per destination and direction, and the local queue for messages to itself).
 //!
@@ -95,6 +95,12 @@ pub enum OwnerMsg {
         stream: StreamId,
         frame: Bytes,
         notice: Option<WriteNotice>,
+    },
+    /// D11: queue a history backlog on one stream (in this direction, so it stays in order
+    /// with that stream's Send, Deliver and Close).
+    Backlog {
+        stream: StreamId,
+        frames: Vec<Bytes>,
     },
     /// Queue one frame on `targets.all[from..to]` (all of them this core's), except the
     /// excluded ones.

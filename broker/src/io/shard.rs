@@ -35,6 +35,7 @@ use super::control::Control;
 use super::link::CoreLink;
 use super::notify::yield_turn;
 use super::outbound::Queued;
+use super::port::Port;
 use super::router::{HomeMsg, OwnerMsg, VerifyDone};
 use crate::protocol::{
     Action, CloseReason, ClosedBy, Machine, Millis, StreamId, Targets, Ticket, WriteNotice,
@@ -300,6 +301,7 @@ impl Shard {
                     frame,
                     notice,
                 } => self.enqueue(stream, frame, notice, None),
+                OwnerMsg::Backlog { stream, frames } => self.enqueue_backlog(stream, frames),
                 OwnerMsg::Deliver {
                     frame,
                     targets,
@@ -332,6 +334,7 @@ impl Shard {
                     frame,
                     notice,
                 } => self.send(stream, frame, notice),
+                Action::Backlog { stream, frames } => self.backlog(stream, frames),
                 Action::Deliver { frame, targets } => self.deliver(frame, targets),
                 Action::Verify { ticket, request } => self.verify(ticket, request),
                 Action::Consumed { stream } => self.consumed(stream),
@@ -392,6 +395,28 @@ impl Shard {
         }
     }
 
+    /// D11: a history backlog, queued here or sent to the stream's own core.
+    fn backlog(&self, stream: StreamId, frames: Vec<Bytes>) {
+        let owner = usize::from(stream.core());
+        if owner == self.link.core {
+            self.enqueue_backlog(stream, frames);
+        } else {
+            self.link
+                .router
+                .to_owner(owner, OwnerMsg::Backlog { stream, frames });
+        }
+    }
+
+    fn enqueue_backlog(&self, stream: StreamId, frames: Vec<Bytes>) {
+        let Some(port) = self.link.port(stream) else {
+            return;
+        };
+        match port.enqueue_backlog(frames) {
+            Ok(()) => self.link.touched(&port),
+            Err(unread) => self.slow_consumer(&port, &unread),
+        }
+    }
+
     /// Fans one frame out: local targets directly, one message per other core.
     fn deliver(&self, frame: Bytes, targets: Targets) {
         let read_at = self.current_read_at.get();
@@ -439,25 +464,29 @@ impl Shard {
                 self.link.metrics().queue_slack.inc();
                 self.link.touched(&port);
             }
-            Err(full) => {
-                self.link.metrics().queue_resets.inc();
-                if self.link.may_log() {
-                    tracing::debug!(%stream, peer = %port.peer, %full, "slow consumer reset (R26)");
-                }
-                port.reset();
-                if port.end_unreported()
-                    && let Some(home) = port.home()
-                {
-                    port.mark_reported();
-                    self.link.router.to_home(
-                        home,
-                        HomeMsg::Closed {
-                            stream,
-                            cause: ClosedBy::QueueOverflow,
-                        },
-                    );
-                }
-            }
+            Err(full) => self.slow_consumer(&port, &full),
+        }
+    }
+
+    /// Resets a stream that does not keep up (R26) and tells its home core.
+    fn slow_consumer(&self, port: &Port, why: &dyn std::fmt::Display) {
+        let stream = port.id;
+        self.link.metrics().queue_resets.inc();
+        if self.link.may_log() {
+            tracing::debug!(%stream, peer = %port.peer, %why, "slow consumer reset (R26)");
+        }
+        port.reset();
+        if port.end_unreported()
+            && let Some(home) = port.home()
+        {
+            port.mark_reported();
+            self.link.router.to_home(
+                home,
+                HomeMsg::Closed {
+                    stream,
+                    cause: ClosedBy::QueueOverflow,
+                },
+            );
         }
     }
 

@@ -159,6 +159,14 @@ pub fn deliver(frame: &Bytes, targets: &[StreamId]) -> Action {
     }
 }
 
+/// D11: the history backlog of one stream.
+pub fn backlog(stream: StreamId, frames: &[Bytes]) -> Action {
+    Action::Backlog {
+        stream,
+        frames: frames.to_vec(),
+    }
+}
+
 pub fn consumed(stream: StreamId) -> Action {
     Action::Consumed { stream }
 }
