@@ -109,6 +109,7 @@ impl AdminBackend for Fake {
                     subscribers: 2,
                     counters: vec![("retransmit", 5)],
                     streams_by_role: vec![("spectator", 2)],
+                    gauges: vec![],
                 }],
                 other: OtherCohorts::default(),
             },
