@@ -172,7 +172,8 @@ pub struct LimitsConfig {
     /// D11: DATA frames a history cohort retains (a minute of a live stream at 4/s).
     pub history_frames_max: usize,
     /// D11: frame bytes a history cohort retains; `cohorts_max` rings must fit in half of
-    /// `frame_memory_bytes_max`, so retained frames never starve live traffic.
+    /// `frame_memory_bytes_max`, so retained frames never starve live traffic (0 = the
+    /// largest that does, at most 256 KiB: see `effective_history_bytes`).
     pub history_bytes_max: usize,
     /// Open connections for the whole broker, checked against `RLIMIT_NOFILE` at start.
     pub connections_max: usize,
@@ -216,7 +217,7 @@ impl Default for LimitsConfig {
             frames_in_flight_per_stream_max: protocol.frames_in_flight_per_stream_max,
             blocklist_entries_max: protocol.blocklist_entries_max,
             history_frames_max: protocol.history_frames_max,
-            history_bytes_max: protocol.history_bytes_max,
+            history_bytes_max: 0,
             connections_max: 65_536,
             dropped_frames_per_stream_per_s_max: protocol.dropped_frames_per_stream_per_s_max,
             prejoin_connections_per_peer_max: protocol.prejoin_connections_per_peer_max,
@@ -852,7 +853,7 @@ impl BrokerConfig {
             blocklist_join_timeout_ms: timeouts.blocklist_join_timeout_ms,
             history: self.policy.history,
             history_frames_max: limits.history_frames_max,
-            history_bytes_max: limits.history_bytes_max,
+            history_bytes_max: self.effective_history_bytes(),
         }
     }
 
@@ -860,15 +861,24 @@ impl BrokerConfig {
     /// the protocol core's checks plus the broker's own bounds and relations.
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
+        let auto_history_bytes = self.limits.history_bytes_max == 0;
         let mut errors: Vec<ConfigError> = self
             .protocol()
             .validate()
             .into_iter()
             .map(|error| {
+                let derived = auto_history_bytes && error.key == "history_bytes_max";
                 ConfigError::new(
                     protocol_key(error.key),
                     Some(error.value),
-                    format!("expected {}", error.expected),
+                    if derived {
+                        format!(
+                            "expected {} (derived from limits.history_bytes_max = 0: half of limits.frame_memory_bytes_max over limits.cohorts_max; raise the one or lower the other)",
+                            error.expected
+                        )
+                    } else {
+                        format!("expected {}", error.expected)
+                    },
                 )
             })
             .collect();
@@ -989,10 +999,25 @@ impl BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// D11: the history ring bound in force: `limits.history_bytes_max`, or when it is 0 the
+    /// largest that keeps `limits.cohorts_max` full rings within half of
+    /// `limits.frame_memory_bytes_max`, at most the protocol core's default (256 KiB). So
+    /// raising `cohorts_max` or lowering frame memory shrinks the default instead of refusing
+    /// to start.
+    #[must_use]
+    pub fn effective_history_bytes(&self) -> usize {
+        let limits = &self.limits;
+        if limits.history_bytes_max != 0 {
+            return limits.history_bytes_max;
+        }
+        let share = limits.frame_memory_bytes_max / 2 / limits.cohorts_max.max(1);
+        share.min(ProtocolConfig::default().history_bytes_max)
+    }
+
     /// D11: every cohort's full history ring together must leave at least half of frame
     /// memory to live traffic. Retained frames are frame bytes (charged to frame memory while
     /// a ring holds them); if rings could fill it, readers would wait for room that only a
-    /// reclaim gives back.
+    /// reclaim gives back. (The derived bound fits by construction.)
     fn history_memory_error(&self) -> Option<ConfigError> {
         let limits = &self.limits;
         let rings = limits.cohorts_max.saturating_mul(limits.history_bytes_max);
@@ -1186,6 +1211,30 @@ mod tests {
         assert!(!is_reloadable("log.format"));
         assert!(!is_reloadable("server.cores"));
         assert!(!is_reloadable("verify.workers"));
+    }
+
+    #[test]
+    fn the_derived_history_bound_keeps_the_rings_within_half_of_frame_memory() {
+        let mut config = BrokerConfig::default();
+        assert_eq!(config.limits.history_bytes_max, 0);
+        assert_eq!(config.effective_history_bytes(), 256 << 10);
+        // More cohorts, or less frame memory: a smaller ring, never a refusal.
+        config.limits.cohorts_max = 2_000;
+        let derived = config.effective_history_bytes();
+        assert_eq!(derived, (512 << 20) / 2 / 2_000);
+        assert!(config.limits.cohorts_max * derived <= config.limits.frame_memory_bytes_max / 2);
+        assert_eq!(config.validate(), Vec::new());
+        assert_eq!(config.protocol().history_bytes_max, derived);
+        // Too little to hold the largest frame: refused, saying where the value came from.
+        config.limits.frame_memory_bytes_max = 8 << 20;
+        let errors = config.validate();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].key, "limits.history_bytes_max");
+        assert!(
+            errors[0]
+                .message
+                .contains("derived from limits.history_bytes_max = 0")
+        );
     }
 
     #[test]

@@ -33,6 +33,9 @@
 //!   oldest frames then, so the memory budget of the new configuration holds at once.
 //! - `history_bytes_max` is at least the largest frame the broker reads, so the ring always
 //!   holds at least the newest accepted frame.
+//! - Per publisher the ring's indices rise, as the cursor makes them (R18), except after an
+//!   eviction from a full cursor table restarted that publisher's cursor (R27): a late joiner
+//!   then drops the lower indices as below its cursor, as it would live.
 
 use std::collections::VecDeque;
 

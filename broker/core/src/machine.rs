@@ -4,7 +4,8 @@
 //! the rules of BPS.md section 5 that connect them: Join and its answers (R1..R5, R30..R33,
 //! R37), roles and claims (R6..R12, R29), the validation order (R13..R18, in `validation`),
 //! rosters and revocation (R19..R24), delivery (R25) and history backlogs (D11, see
-//! `history`), deadlines (R34..R36) and violations (R39). Inputs are method calls carrying `now`; outputs are `Action`s the I/O layer drains.
+//! `history`), deadlines (R34..R36) and violations (R39). Inputs are method calls carrying
+//! `now`; outputs are `Action`s the I/O layer drains.
 //! Never does: I/O, read a clock, verify a signature (it asks for it with `Action::Verify`),
 //! or block. Per accepted publication it does a constant amount of work: the frame is
 //! re-framed once and the target list is a cached `Arc` (see `fanout`).
@@ -209,11 +210,10 @@ impl Machine {
     /// existing cohorts keep the size of their cursor table and dedup window but take the new
     /// history bounds at once (D11: a lowered bound drops the oldest retained frames now, so
     /// the budget of the new configuration holds), the history policy applies to the next
-    /// Joins (streams already attached carry on), queued deadlines
-    /// keep their times (an inactivity deadline is recomputed with the new duration when its
-    /// timer comes due), and a lowered read window is enforced by the I/O layer's credits as
-    /// streams drain. The broker-wide bounds live in the `PeerLedger`
-    /// (`PeerLedger::reconfigure`).
+    /// Joins (streams already attached carry on), queued deadlines keep their times (an
+    /// inactivity deadline is recomputed with the new duration when its timer comes due), and
+    /// a lowered read window is enforced by the I/O layer's credits as streams drain. The
+    /// broker-wide bounds live in the `PeerLedger` (`PeerLedger::reconfigure`).
     ///
     /// # Panics
     /// If `config` does not validate.

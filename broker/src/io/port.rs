@@ -2,9 +2,8 @@
 //! WebSocket session) and its core share about it.
 //!
 //! Owns: `Port`: the stream's id, peer and transport, its home core once the Join went
-//! there, its life (open, flushing, resetting), its outbound queue (R26) and its history
-//! backlog (D11) with the write notices and latency samples keyed by frame sequence, its
-//! read window (credits), the
+//! there, its life (open, flushing, resetting), its outbound queue (R26) with the write
+//! notices and latency samples keyed by frame sequence, its read window (credits), the
 //! batch being written, and the wakers of the carrier's reader and writer. A carrier reads
 //! frames and hands them to its core, and writes what the port queues; the core queues,
 //! credits and closes. Neither side ever touches the other's objects: this is the whole
@@ -18,15 +17,16 @@
 //! in the port's batch for the carrier's writer task, which finishes it asynchronously
 //! (and everything queued after it) before the core writes directly again.
 //!
-//! A history backlog (the retained frames a stream gets when it enters the fan-out set of a
-//! history cohort, D11) is written after what was queued before it (the Ack, the roster) and
-//! before anything queued after it, so the seam between it and live traffic loses and
-//! duplicates nothing. It is not an R26 matter (R26 is about subscribers that do not keep up
-//! with live traffic, not about the size of a backlog): it is held beside the outbound
-//! queue, whose bound keeps applying to the live frames queued behind it. A stream holds one
-//! unwritten backlog at most: a second one while frames of the first are still waiting means
-//! it entered the fan-out set again without reading (only a revocation and a new grant make
-//! that possible), and it is reset as a slow consumer, so no cycle of grants can pin frames.
+//! The port also owns the stream's history backlog (the retained frames a stream gets when
+//! it enters the fan-out set of a history cohort, D11). It is written after what was queued
+//! before it (the Ack, the roster) and before anything queued after it, so the seam between
+//! it and live traffic loses and duplicates nothing. It is not an R26 matter (R26 is about
+//! subscribers that do not keep up with live traffic, not about the size of a backlog): it
+//! is held beside the outbound queue, whose bound keeps applying to the live frames queued
+//! behind it. A stream holds one unwritten backlog at most: a second one while frames of the
+//! first are still waiting means it entered the fan-out set again without reading (only a
+//! revocation and a new grant make that possible), and it is reset as a slow consumer, so no
+//! cycle of grants can pin frames.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
