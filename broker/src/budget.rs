@@ -22,6 +22,12 @@
 //! - WebSocket sessions: each connection of the WebSocket listener may hold a request head
 //!   and a fragmented message being assembled (rendered bridge messages are frame memory);
 //! - cohorts: cursor tables, dedup windows and rosters, `limits.cohorts_max` of them;
+//! - history (D11): the entries of every cohort's ring, and the backlog every connection may
+//!   hold unwritten (one at most, `limits.history_frames_max` handles). The retained frames
+//!   themselves are frame bytes, inside the frame memory term: they are charged to frame
+//!   memory while a ring or a queue holds them, and validation keeps `limits.cohorts_max`
+//!   full rings within half of `limits.frame_memory_bytes_max`, so they never starve live
+//!   traffic;
 //! - the verification key caches, the peer ledger (blocklist, per-peer counts), metric
 //!   series of a scrape, the admin server's requests and responses, the log buffer;
 //! - a fixed base for the process itself (runtimes, rings, thread stacks in use, binary).
@@ -67,6 +73,13 @@ pub const DEDUP_ENTRY_BYTES: u64 = 96;
 /// The largest roster a cohort keeps: a 4096-byte payload holds 204 addresses, each kept in
 /// a list and a set, plus the latest ROSTER frame itself (counted in frame memory).
 pub const ROSTER_STATE_BYTES: u64 = 204 * 96;
+
+/// One entry of a history ring (D11): its slot (sequence, publisher, `Bytes` handle) and the
+/// frame's shared owner header, which a small frame's allocator overhead does not cover.
+pub const HISTORY_ENTRY_BYTES: u64 = 128;
+
+/// One frame of a connection's history backlog (D11): a `Bytes` handle in its queue.
+pub const BACKLOG_SLOT_BYTES: u64 = 32;
 
 /// One cached verification key: the affine point, its address, LRU links, hash slot.
 pub const KEY_ENTRY_BYTES: u64 = 256;
@@ -236,6 +249,7 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
         + 2 * connections * MESSAGE_SLOT_BYTES;
     let series_lines =
         cores * SERIES_LINES_PER_CORE + to_u64(limits.cohort_series_max) * SERIES_LINES_PER_COHORT;
+    let history_frames = to_u64(limits.history_frames_max);
     vec![
         Term {
             name: "process base",
@@ -289,6 +303,16 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
             name: "cohorts",
             keys: "limits.cohorts_max, limits.cursors_per_cohort_max, limits.dedup_window_entries",
             bytes: cohorts * cohort_bytes,
+        },
+        Term {
+            name: "history rings",
+            keys: "limits.cohorts_max, limits.history_frames_max (frames: in frame memory)",
+            bytes: cohorts * history_frames * HISTORY_ENTRY_BYTES,
+        },
+        Term {
+            name: "history backlogs",
+            keys: "limits.connections_max, limits.history_frames_max",
+            bytes: connections * history_frames * BACKLOG_SLOT_BYTES,
         },
         Term {
             name: "key caches",
@@ -401,5 +425,20 @@ mod tests {
         bigger.limits.cohort_series_max *= 2;
         bigger.server.overflow_messages_max *= 2;
         assert!(MemoryBudget::of(&bigger, 2, 2, 64 << 30).total_bytes > before);
+        let mut longer = base.clone();
+        longer.limits.history_frames_max *= 2;
+        let term = |config: &BrokerConfig, name: &str| {
+            MemoryBudget::of(config, 2, 2, 64 << 30)
+                .terms
+                .into_iter()
+                .find(|term| term.name == name)
+                .map(|term| term.bytes)
+        };
+        for name in ["history rings", "history backlogs"] {
+            assert_eq!(
+                term(&longer, name),
+                term(&base, name).map(|bytes| 2 * bytes)
+            );
+        }
     }
 }

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
-use crate::protocol::ProtocolConfig;
+use crate::protocol::{HistoryPolicy, ProtocolConfig};
 
 /// Prefix of the environment variables that set config keys:
 /// `BPS_BROKER__SECTION__KEY=value`, e.g. `BPS_BROKER__LIMITS__COHORTS_MAX=2048`.
@@ -51,6 +51,10 @@ pub struct BrokerConfig {
     pub limits: LimitsConfig,
     /// Protocol deadlines (R24, R34, R35, R39) and the health-check deadline.
     pub timeouts: TimeoutsConfig,
+    /// Protocol policies where the spec lets the broker choose (D11). The section is
+    /// `[protocol]`; the field has another name because `protocol()` maps the whole config.
+    #[serde(rename = "protocol")]
+    pub policy: PolicyConfig,
     /// The verification pool.
     pub verify: VerifyConfig,
     /// Logging.
@@ -168,6 +172,12 @@ pub struct LimitsConfig {
     pub frames_in_flight_per_stream_max: usize,
     /// R39: blocklisted addresses kept, so a flood of violators cannot grow memory.
     pub blocklist_entries_max: usize,
+    /// D11: DATA frames a history cohort retains (a minute of a live stream at 4/s).
+    pub history_frames_max: usize,
+    /// D11: frame bytes a history cohort retains; `cohorts_max` rings must fit in half of
+    /// `frame_memory_bytes_max`, so retained frames never starve live traffic (0 = the
+    /// largest that does, at most 256 KiB: see `effective_history_bytes`).
+    pub history_bytes_max: usize,
     /// Open connections for the whole broker, checked against `RLIMIT_NOFILE` at start.
     pub connections_max: usize,
     /// R15/R16: frames one stream may have dropped without penalty per second before it is
@@ -212,6 +222,8 @@ impl Default for LimitsConfig {
             frame_bytes_max: protocol.frame_bytes_max,
             frames_in_flight_per_stream_max: protocol.frames_in_flight_per_stream_max,
             blocklist_entries_max: protocol.blocklist_entries_max,
+            history_frames_max: protocol.history_frames_max,
+            history_bytes_max: 0,
             connections_max: 65_536,
             dropped_frames_per_stream_per_s_max: protocol.dropped_frames_per_stream_per_s_max,
             prejoin_connections_per_peer_max: protocol.prejoin_connections_per_peer_max,
@@ -264,6 +276,15 @@ impl Default for TimeoutsConfig {
             flush_deadline_ms: 5_000,
         }
     }
+}
+
+/// `[protocol]`: what the broker decides where the spec lets it choose. Reloadable.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// D11: `serve` Joins with `history = true` from a ring per cohort, or `refuse` them
+    /// (REJECTED, which R3 allows); streams already attached carry on after a reload.
+    pub history: HistoryPolicy,
 }
 
 /// `[verify]`: the verification pool (ARCHITECTURE.md section 3). Needs a restart.
@@ -689,6 +710,7 @@ impl Layers {
                 "server" => check_section::<ServerConfig>(single),
                 "limits" => check_section::<LimitsConfig>(single),
                 "timeouts" => check_section::<TimeoutsConfig>(single),
+                "protocol" => check_section::<PolicyConfig>(single),
                 "verify" => check_section::<VerifyConfig>(single),
                 "log" => check_section::<LogConfig>(single),
                 "ws" => check_section::<WsConfig>(single),
@@ -882,7 +904,7 @@ impl BrokerConfig {
         }
     }
 
-    /// The protocol core's policy, from `[limits]` and `[timeouts]`.
+    /// The protocol core's policy, from `[limits]`, `[timeouts]` and `[protocol]`.
     #[must_use]
     pub fn protocol(&self) -> ProtocolConfig {
         let limits = &self.limits;
@@ -910,8 +932,9 @@ impl BrokerConfig {
             join_timeouts_per_peer_max: limits.join_timeouts_per_peer_max,
             blocklist_join_timeout_ms: timeouts.blocklist_join_timeout_ms,
             spectator_sessions_per_peer_max: limits.spectator_sessions_per_peer_max,
-            // D11: history replay is not served yet; Joins asking for it are REJECTED.
-            history_enabled: false,
+            history: self.policy.history,
+            history_frames_max: limits.history_frames_max,
+            history_bytes_max: self.effective_history_bytes(),
         }
     }
 
@@ -919,15 +942,24 @@ impl BrokerConfig {
     /// the protocol core's checks plus the broker's own bounds and relations.
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
+        let auto_history_bytes = self.limits.history_bytes_max == 0;
         let mut errors: Vec<ConfigError> = self
             .protocol()
             .validate()
             .into_iter()
             .map(|error| {
+                let derived = auto_history_bytes && error.key == "history_bytes_max";
                 ConfigError::new(
                     protocol_key(error.key),
                     Some(error.value),
-                    format!("expected {}", error.expected),
+                    if derived {
+                        format!(
+                            "expected {} (derived from limits.history_bytes_max = 0: half of limits.frame_memory_bytes_max over limits.cohorts_max; raise the one or lower the other)",
+                            error.expected
+                        )
+                    } else {
+                        format!("expected {}", error.expected)
+                    },
                 )
             })
             .collect();
@@ -1034,6 +1066,7 @@ impl BrokerConfig {
                 ),
             ));
         }
+        errors.extend(self.history_memory_error());
         if let Err(error) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             errors.push(ConfigError::new(
                 "log.level",
@@ -1107,12 +1140,49 @@ impl BrokerConfig {
         }
         errors
     }
+
+    /// D11: the history ring bound in force: `limits.history_bytes_max`, or when it is 0 the
+    /// largest that keeps `limits.cohorts_max` full rings within half of
+    /// `limits.frame_memory_bytes_max`, at most the protocol core's default (256 KiB). So
+    /// raising `cohorts_max` or lowering frame memory shrinks the default instead of refusing
+    /// to start.
+    #[must_use]
+    pub fn effective_history_bytes(&self) -> usize {
+        let limits = &self.limits;
+        if limits.history_bytes_max != 0 {
+            return limits.history_bytes_max;
+        }
+        let share = limits.frame_memory_bytes_max / 2 / limits.cohorts_max.max(1);
+        share.min(ProtocolConfig::default().history_bytes_max)
+    }
+
+    /// D11: every cohort's full history ring together must leave at least half of frame
+    /// memory to live traffic. Retained frames are frame bytes (charged to frame memory while
+    /// a ring holds them); if rings could fill it, readers would wait for room that only a
+    /// reclaim gives back. (The derived bound fits by construction.)
+    fn history_memory_error(&self) -> Option<ConfigError> {
+        let limits = &self.limits;
+        let rings = limits.cohorts_max.saturating_mul(limits.history_bytes_max);
+        let half = limits.frame_memory_bytes_max / 2;
+        (rings > half).then(|| {
+            ConfigError::new(
+                "limits.history_bytes_max",
+                Some(limits.history_bytes_max.to_string()),
+                format!(
+                    "expected at most {} (limits.cohorts_max = {} full history rings may hold at most half of limits.frame_memory_bytes_max = {})",
+                    half / limits.cohorts_max.max(1),
+                    limits.cohorts_max,
+                    limits.frame_memory_bytes_max
+                ),
+            )
+        })
+    }
 }
 
 /// The dotted key of a field of `ProtocolConfig` (its names are the config's key names).
 fn protocol_key(field: &str) -> String {
     let table = default_table();
-    let section = ["limits", "timeouts"]
+    let section = ["limits", "timeouts", "protocol"]
         .into_iter()
         .find(|section| {
             table
@@ -1155,6 +1225,7 @@ pub fn is_reloadable(key: &str) -> bool {
                 | "frames_in_flight_per_core_max"
         ),
         Some(("log", "level")) => true,
+        Some(("protocol", "history")) => true,
         _ => false,
     }
 }
@@ -1222,6 +1293,7 @@ pub fn apply_reloadable(old: &BrokerConfig, new: &BrokerConfig) -> BrokerConfig 
         ..new.limits.clone()
     };
     merged.log.level = new.log.level.clone();
+    merged.policy = new.policy.clone();
     merged
 }
 
@@ -1275,9 +1347,79 @@ mod tests {
         assert!(!is_reloadable("limits.frame_bytes_max"));
         assert!(!is_reloadable("limits.connections_max"));
         assert!(is_reloadable("log.level"));
+        assert!(is_reloadable("protocol.history"));
+        assert!(is_reloadable("limits.history_frames_max"));
+        assert!(is_reloadable("limits.history_bytes_max"));
         assert!(!is_reloadable("log.format"));
         assert!(!is_reloadable("server.cores"));
         assert!(!is_reloadable("verify.workers"));
+    }
+
+    #[test]
+    fn the_derived_history_bound_keeps_the_rings_within_half_of_frame_memory() {
+        let mut config = BrokerConfig::default();
+        assert_eq!(config.limits.history_bytes_max, 0);
+        assert_eq!(config.effective_history_bytes(), 256 << 10);
+        // More cohorts, or less frame memory: a smaller ring, never a refusal.
+        config.limits.cohorts_max = 2_000;
+        let derived = config.effective_history_bytes();
+        assert_eq!(derived, (512 << 20) / 2 / 2_000);
+        assert!(config.limits.cohorts_max * derived <= config.limits.frame_memory_bytes_max / 2);
+        assert_eq!(config.validate(), Vec::new());
+        assert_eq!(config.protocol().history_bytes_max, derived);
+        // Too little to hold the largest frame: refused, saying where the value came from.
+        config.limits.frame_memory_bytes_max = 8 << 20;
+        let errors = config.validate();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].key, "limits.history_bytes_max");
+        assert!(
+            errors[0]
+                .message
+                .contains("derived from limits.history_bytes_max = 0")
+        );
+    }
+
+    #[test]
+    fn history_rings_may_take_at_most_half_of_frame_memory() {
+        let mut config = BrokerConfig::default();
+        config.limits.cohorts_max = 4;
+        config.limits.frame_memory_bytes_max = 8 << 20;
+        config.limits.history_bytes_max = 1 << 20;
+        assert_eq!(config.validate(), Vec::new());
+        config.limits.history_bytes_max = (1 << 20) + 1;
+        let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "limits.history_bytes_max = 1048577: expected at most 1048576 (limits.cohorts_max = 4 full history rings may hold at most half of limits.frame_memory_bytes_max = 8388608)"
+                    .to_string()
+            ]
+        );
+        // The core's own bound names the key in its section.
+        config.limits.history_bytes_max = 100;
+        assert_eq!(config.validate()[0].key, "limits.history_bytes_max");
+        config.limits.history_bytes_max = 1 << 20;
+        config.limits.history_frames_max = 0;
+        assert_eq!(config.validate()[0].key, "limits.history_frames_max");
+    }
+
+    #[test]
+    fn the_history_policy_reloads_and_maps_onto_the_core() {
+        let old = BrokerConfig::default();
+        let new = BrokerConfig::from_toml_str("[protocol]\nhistory = \"refuse\"\n")
+            .expect("a valid [protocol] section");
+        assert_eq!(old.protocol().history, HistoryPolicy::Serve);
+        assert_eq!(new.protocol().history, HistoryPolicy::Refuse);
+        assert_eq!(
+            reloadable_diff(&old, &new),
+            Ok(vec![
+                "protocol.history: \"serve\" -> \"refuse\"".to_string()
+            ])
+        );
+        assert_eq!(apply_reloadable(&old, &new), new);
+        let errors =
+            BrokerConfig::from_toml_str("[protocol]\nhistory = \"sometimes\"\n").unwrap_err();
+        assert_eq!(errors[0].key, "protocol.history", "{errors:?}");
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! series are bounded: the `limits.cohort_series_max` cohorts with the most subscribers at
 //! the scrape get their own; the rest are summed into `bps_cohort_other_<name>` gauges (a
 //! sum over a set that changes between scrapes may go down, so it is not a counter; use the
-//! broker-wide totals for rates) and counted by `bps_cohorts_other`.
+//! broker-wide totals for rates) and counted by `bps_cohorts_other`. The cohorts' gauges (their
+//! history rings, D11) follow the same split: `bps_cohort_<name>` for the shown cohorts,
+//! `bps_cohort_other_<name>` for the rest, and `bps_<name>` summed over every live cohort.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -59,6 +61,19 @@ pub const R40_COUNTERS: [(&str, &str); 8] = [
     (
         "invalid_roster",
         "Valid ROSTER chunks whose payload did not decode (R20).",
+    ),
+];
+
+/// The gauges every cohort exports (D11: the size of its history ring, zero without history),
+/// with their help text.
+pub const COHORT_GAUGES: [(&str, &str); 2] = [
+    (
+        "history_frames",
+        "Retained DATA frames in the history ring (D11; limits.history_frames_max per cohort).",
+    ),
+    (
+        "history_bytes",
+        "Frame bytes in the history ring (D11; limits.history_bytes_max per cohort).",
     ),
 ];
 
@@ -688,6 +703,8 @@ pub struct CohortSeries {
     /// Attached streams by role name (`pending`, `publisher`, `spectator`, `silent`),
     /// exported as `bps_cohort_streams{cohort,role}`.
     pub streams_by_role: Vec<(&'static str, u64)>,
+    /// The cohort's gauges by name (see `COHORT_GAUGES`); missing names are exported as zero.
+    pub gauges: Vec<(&'static str, u64)>,
 }
 
 impl CohortSeries {
@@ -697,6 +714,7 @@ impl CohortSeries {
             subscribers: cohort.subscribers(),
             counters: cohort.counters().snapshot().into_iter().collect(),
             streams_by_role: cohort.roles_snapshot().into_iter().collect(),
+            gauges: cohort.gauges_snapshot().into_iter().collect(),
         }
     }
 }
@@ -710,6 +728,8 @@ pub struct OtherCohorts {
     pub counters: Vec<(&'static str, u64)>,
     /// Their streams by role, summed.
     pub streams_by_role: Vec<(&'static str, u64)>,
+    /// Their gauges, summed.
+    pub gauges: Vec<(&'static str, u64)>,
 }
 
 impl OtherCohorts {
@@ -717,6 +737,7 @@ impl OtherCohorts {
         self.cohorts += 1;
         add_into(&mut self.counters, &series.counters);
         add_into(&mut self.streams_by_role, &series.streams_by_role);
+        add_into(&mut self.gauges, &series.gauges);
     }
 }
 
@@ -773,6 +794,17 @@ pub fn protocol_figures<'a>(
         kind: MetricKind::Gauge,
         value: all.len() as u64,
     });
+    for (name, help) in COHORT_GAUGES {
+        totals.push(ProtocolMetric {
+            name,
+            help,
+            kind: MetricKind::Gauge,
+            value: all
+                .iter()
+                .map(|series| value_of(&series.gauges, name))
+                .fold(0, u64::wrapping_add),
+        });
+    }
     all.sort_by(|first, second| {
         second
             .subscribers
@@ -816,6 +848,9 @@ fn protocol_help(name: &str) -> &'static str {
         "cohorts_reclaimed_empty" => "Cohorts reclaimed because their last stream left (R36).",
         "cohorts_reclaimed_inactive" => "Cohorts reclaimed for inactivity (R34).",
         "cohorts_reclaimed_eos" => "Cohorts reclaimed after an EOS (R21).",
+        "history_frames_served" => {
+            "Retained DATA frames sent in history backlogs to streams entering a fan-out set (D11)."
+        }
         _ => "Protocol event count.",
     }
 }
@@ -1205,6 +1240,18 @@ fn render_cohorts(out: &mut String, protocol: &[ProtocolMetric], cohorts: &Cohor
             line(out, "bps_cohort_streams", &labels, &count.to_string());
         }
     }
+    for (name, help) in COHORT_GAUGES {
+        let full = format!("bps_cohort_{name}");
+        family(out, &full, "gauge", help);
+        for series in &cohorts.shown {
+            line(
+                out,
+                &full,
+                &series_labels(&series.label),
+                &value_of(&series.gauges, name).to_string(),
+            );
+        }
+    }
     for (name, help) in &names {
         let full = format!("bps_cohort_{}_total", sanitize_name(name));
         family(out, &full, "counter", help);
@@ -1242,6 +1289,16 @@ fn render_other_cohorts(out: &mut String, names: &[(&str, &str)], other: &OtherC
             &[("role", role)],
             &count.to_string(),
         );
+    }
+    for (name, help) in COHORT_GAUGES {
+        let full = format!("bps_cohort_other_{name}");
+        family(
+            out,
+            &full,
+            "gauge",
+            &format!("Sum over the cohorts without their own series: {help}"),
+        );
+        line(out, &full, &[], &value_of(&other.gauges, name).to_string());
     }
     for (name, help) in names {
         let full = format!("bps_cohort_other_{}", sanitize_name(name));
@@ -1431,18 +1488,21 @@ mod tests {
                     subscribers: 4,
                     counters: vec![("wrong_stream", 4), ("joins", 7)],
                     streams_by_role: vec![("spectator", 3), ("publisher", 1)],
+                    gauges: vec![("history_frames", 20), ("history_bytes", 86_000)],
                 },
                 CohortSeries {
                     label: label("ffff000000000000"),
                     subscribers: 0,
                     counters: vec![],
                     streams_by_role: vec![],
+                    gauges: vec![],
                 },
             ],
             other: OtherCohorts {
                 cohorts: 3,
                 counters: vec![("wrong_stream", 5)],
                 streams_by_role: vec![("spectator", 6)],
+                gauges: vec![("history_frames", 7)],
             },
         };
         render_prometheus(&[first, second], &protocol, &cohorts, "io_uring")
@@ -1459,6 +1519,25 @@ mod tests {
         assert!(text.contains("bps_core_frames_in_total{core=\"1\"} 4\n"));
         assert!(text.contains("bps_connections_open 7\n"));
         assert!(text.contains("bps_core_connections_open{core=\"1\"} 5\n"));
+    }
+
+    #[test]
+    fn renders_the_history_ring_gauges_per_cohort_and_for_the_others() {
+        let text = sample();
+        assert!(text.contains("# TYPE bps_cohort_history_frames gauge\n"));
+        assert!(text.contains(
+            "bps_cohort_history_frames{cohort=\"aabbccddeeff0011\",binding=\"mnemonic\",admin=\"none\"} 20\n"
+        ));
+        assert!(text.contains(
+            "bps_cohort_history_bytes{cohort=\"aabbccddeeff0011\",binding=\"mnemonic\",admin=\"none\"} 86000\n"
+        ));
+        // A cohort without the gauges exports zero, not nothing.
+        assert!(text.contains(
+            "bps_cohort_history_bytes{cohort=\"ffff000000000000\",binding=\"mnemonic\",admin=\"none\"} 0\n"
+        ));
+        assert!(text.contains("# TYPE bps_cohort_other_history_frames gauge\n"));
+        assert!(text.contains("bps_cohort_other_history_frames 7\n"));
+        assert!(text.contains("bps_cohort_other_history_bytes 0\n"));
     }
 
     #[test]
@@ -1581,6 +1660,10 @@ mod tests {
         assert_eq!(value("retransmit"), Some(9));
         assert_eq!(value("joins_ok"), Some(1));
         assert_eq!(value("cohorts_live"), Some(2));
+        // No ring holds anything, and the broker-wide ring gauges are there all the same.
+        assert_eq!(value("history_frames"), Some(0));
+        assert_eq!(value("history_bytes"), Some(0));
+        assert_eq!(value("history_frames_served"), Some(0));
         assert_eq!(cohorts.shown.len(), 1);
         assert_eq!(cohorts.shown[0].label, *shown.label());
         assert!(
@@ -1597,6 +1680,8 @@ mod tests {
         );
         let text = render_prometheus(&[], &totals, &cohorts, "epoll");
         assert!(text.contains("bps_retransmit_total 9\n"));
+        assert!(text.contains("# TYPE bps_history_frames gauge\nbps_history_frames 0\n"));
+        assert!(text.contains("# TYPE bps_history_frames_served_total counter\n"));
         assert!(text.contains("# HELP bps_joins_ok_total Joins answered OK.\n"));
         assert!(text.contains(&format!(
             "bps_cohort_retransmit_total{{cohort=\"{}\",binding=\"mnemonic\",admin=\"none\"}} {shown_retransmits}\n",

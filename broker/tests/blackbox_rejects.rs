@@ -28,7 +28,8 @@ fn join(cohort: CohortSpec) -> Join {
 
 #[test]
 fn specs_outside_the_swip_and_malformed_joins_are_rejected_and_closed() {
-    let broker = Broker::start(&[]);
+    // D11: this broker refuses history (R3 allows it; the default serves it).
+    let broker = Broker::start(&["protocol.history=refuse"]);
     let cases: Vec<(&str, Join)> = vec![
         ("unspecified binding", join(spec(TopicBinding::Unspecified))),
         ("unknown binding", {
@@ -96,7 +97,7 @@ fn specs_outside_the_swip_and_malformed_joins_are_rejected_and_closed() {
             cohort.publishers = 7;
             join(cohort)
         }),
-        ("history (D11: not served)", {
+        ("history (D11: refused by this broker)", {
             let mut cohort = spec(TopicBinding::FeedTopic);
             cohort.history = true;
             join(cohort)

@@ -227,7 +227,12 @@ fn bridge_spectator(broker: &Broker, spec: &Spec, fields: &str) -> Ws {
     } else {
         format!("&swarm-soc-fields={fields}")
     };
-    match Ws::open(broker, &bridge_query(spec, None, &extra), &[]) {
+    bridge_spectator_with(broker, spec, &extra)
+}
+
+/// A spectator session with `extra` query parameters.
+fn bridge_spectator_with(broker: &Broker, spec: &Spec, extra: &str) -> Ws {
+    match Ws::open(broker, &bridge_query(spec, None, extra), &[]) {
         Ok(ws) => ws,
         Err(refused) => panic!("bridge refused: {refused:?}"),
     }
@@ -416,8 +421,30 @@ fn bridge_spectator_that_sends_is_closed_and_nobody_is_blocklisted() {
 }
 
 #[test]
-fn bridge_refuses_history_and_audiences_of_closed_cohorts_before_the_upgrade() {
-    let broker = Broker::start(&[]);
+fn bridge_history_gives_a_late_viewer_the_retained_payloads() {
+    let broker = Broker::start(&[MANY_STREAMS_PER_PEER]);
+    let admin = key(1);
+    let mut spec = explicit(10, &admin.address(), false);
+    spec.history = true;
+    let mut tcp_admin = broker.join(&spec, &admin.address());
+    let mut admin_publisher = publisher(&spec, &admin, &tcp_admin);
+    publish(
+        &mut admin_publisher,
+        &mut tcp_admin,
+        &[b"one", b"two", b"three"],
+    );
+    broker.wait_metric("bps_accepted_data_total", 3);
+    let mut late = bridge_spectator_with(&broker, &spec, "&history=true");
+    for payload in [b"one".as_slice(), b"two", b"three"] {
+        assert_eq!(late.recv_binary().as_ref(), payload);
+    }
+    publish(&mut admin_publisher, &mut tcp_admin, &[b"live"]);
+    assert_eq!(late.recv_binary().as_ref(), b"live");
+}
+
+#[test]
+fn bridge_refuses_history_on_a_refusing_broker_and_audiences_of_closed_cohorts() {
+    let broker = Broker::start(&["protocol.history=refuse"]);
     let admin = key(1);
     let mut spec = explicit(10, &admin.address(), false);
     spec.history = true;

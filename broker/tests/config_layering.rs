@@ -288,6 +288,8 @@ fn protocol_config_follows_the_broker_config() {
                 ("limits.streams_per_cohort_max", "5"),
                 ("timeouts.revocation_grace_ms", "7"),
                 ("timeouts.blocklist_violation_ms", "0"),
+                ("protocol.history", "refuse"),
+                ("limits.history_frames_max", "9"),
             ],
         ),
         NO_ENV,
@@ -297,7 +299,11 @@ fn protocol_config_follows_the_broker_config() {
     assert_eq!(protocol.streams_per_cohort_max, 5);
     assert_eq!(protocol.revocation_grace_ms, 7);
     assert_eq!(protocol.blocklist_violation_ms, 0);
-    assert!(!protocol.history_enabled);
+    assert_eq!(
+        protocol.history,
+        bps_broker::protocol::HistoryPolicy::Refuse
+    );
+    assert_eq!(protocol.history_frames_max, 9);
 }
 
 #[test]

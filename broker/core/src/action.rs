@@ -29,6 +29,14 @@ pub enum Action {
         frame: Bytes,
         notice: Option<WriteNotice>,
     },
+    /// D11: queue `frames` (never empty) on one stream, in order, after everything already
+    /// queued for it and before anything queued later: the retained DATA of a history
+    /// cohort, for a stream entering its fan-out set (right after the latest roster, R22).
+    /// Not an R26 matter: the I/O layer never resets a stream for the size of its backlog.
+    Backlog {
+        stream: StreamId,
+        frames: Vec<Delivered>,
+    },
     /// Queue the same encoded frame on every stream of `targets.all` except those in
     /// `targets.except` (both ascending, so grouped by core; `except` holds the publishing
     /// identity's streams, R25, and streams that get the frame on their own). `facts` are
@@ -56,6 +64,13 @@ pub enum Action {
     Blocklist { peer: PeerId, until: Millis },
     /// Call `on_tick` at (or after) `at`; replaces any later timer asked for before.
     ArmTimer { at: Millis },
+}
+
+/// An accepted frame as the machine hands it out again (a backlog, D11), with its facts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivered {
+    pub frame: Bytes,
+    pub facts: Arc<ChunkFacts>,
 }
 
 /// What verification established about an accepted chunk, beyond its bytes.
@@ -157,7 +172,7 @@ pub enum RejectCause {
     Undecodable,
     /// The spec or addr breaks R3, D6 or D7.
     Invalid(RejectReason),
-    /// `history = true` and the broker does not serve history (D11).
+    /// `history = true` and the broker refuses history (D11, `HistoryPolicy::Refuse`).
     HistoryRefused,
     /// W11: an anonymous spectator session of a closed cohort, which has no audience.
     AnonymousInClosed,
@@ -168,7 +183,7 @@ impl fmt::Display for RejectCause {
         match self {
             RejectCause::Undecodable => f.write_str("the first frame is not a Join"),
             RejectCause::Invalid(reason) => write!(f, "{reason}"),
-            RejectCause::HistoryRefused => f.write_str("history is not served"),
+            RejectCause::HistoryRefused => f.write_str("history is refused by this broker"),
             RejectCause::AnonymousInClosed => {
                 f.write_str("a closed cohort has no audience: join with an addr")
             }

@@ -3,7 +3,7 @@
 //! Owns: `Cohort`: its membership (all streams, the fan-out set, streams per address,
 //! publisher streams per address in claim order for R29, streams per peer for R33, the R30
 //! count and the pending count), its cursors (R27) or dedup window (R28), its roster, its
-//! activity time (R34) and its counters.
+//! history ring when its spec has `history` (D11), its activity time (R34) and its counters.
 //! Never does: decide roles or emit actions (the machine does); it keeps the bookkeeping of
 //! a role change consistent so the bounds and gauges cannot drift.
 
@@ -12,11 +12,13 @@ use std::sync::Arc;
 
 use bps_proto::{Address, Authorship, CohortKey, Spec};
 
+use super::action::Delivered;
 use super::config::ProtocolConfig;
 use super::counters::CohortCounters;
 use super::cursor::CursorTable;
 use super::dedup::DedupWindow;
 use super::fanout::FanOut;
+use super::history::HistoryRing;
 use super::ids::{PeerId, StreamId};
 use super::roster::RosterState;
 use super::stream::{Role, Stream};
@@ -49,6 +51,8 @@ pub(crate) struct Cohort {
     /// Present under implicit authorship only.
     pub dedup: Option<DedupWindow>,
     pub roster: RosterState,
+    /// Present when the spec has `history` (D11).
+    pub history: Option<HistoryRing>,
     pub counters: Arc<CohortCounters>,
 }
 
@@ -62,6 +66,9 @@ impl Cohort {
     ) -> Self {
         let dedup = (spec.authorship() == Authorship::Implicit)
             .then(|| DedupWindow::new(config.dedup_window_entries));
+        let history = spec
+            .history
+            .then(|| HistoryRing::new(config.history_frames_max, config.history_bytes_max));
         Cohort {
             serial,
             counters: Arc::new(CohortCounters::new(&key, &spec)),
@@ -81,6 +88,33 @@ impl Cohort {
             cursors: CursorTable::new(config.cursors_per_cohort_max),
             dedup,
             roster: RosterState::default(),
+            history,
+        }
+    }
+
+    /// D11: retains an accepted DATA frame published under `publisher` (history cohorts only).
+    pub fn retain(&mut self, publisher: Address, delivered: Delivered) {
+        if let Some(ring) = self.history.as_mut() {
+            ring.push(publisher, delivered);
+            self.counters.set_history(ring.len(), ring.bytes());
+        }
+    }
+
+    /// D11: drops the retained frames of addresses a roster revoked (R24).
+    pub fn forget_publishers(&mut self, revoked: &[Address]) {
+        if let Some(ring) = self.history.as_mut() {
+            for publisher in revoked {
+                ring.remove_publisher(publisher);
+            }
+            self.counters.set_history(ring.len(), ring.bytes());
+        }
+    }
+
+    /// D11: applies reloaded ring bounds to this cohort's ring.
+    pub fn bound_history(&mut self, config: &ProtocolConfig) {
+        if let Some(ring) = self.history.as_mut() {
+            ring.set_bounds(config.history_frames_max, config.history_bytes_max);
+            self.counters.set_history(ring.len(), ring.bytes());
         }
     }
 

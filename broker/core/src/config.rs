@@ -7,7 +7,20 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// D11: whether the broker serves `history = true` (BPS.md R3 lets it refuse).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HistoryPolicy {
+    /// Cohorts whose spec has `history` keep a ring of recent DATA and send it to every
+    /// stream entering their fan-out set (see `history`).
+    #[default]
+    Serve,
+    /// Every Join with `history` (creating or attaching) is REJECTED; streams already
+    /// attached to such cohorts carry on, and their rings keep serving them.
+    Refuse,
+}
 
 /// The protocol policy of one broker; the same value is given to every core's `Machine`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -71,9 +84,14 @@ pub struct ProtocolConfig {
     /// on all cohorts together; they are outside R33, so that many viewers behind one NAT
     /// are not refused at the third tab, and this bounds what one address can hold instead.
     pub spectator_sessions_per_peer_max: usize,
-    /// D11: serve `history = true`. Not implemented yet, so it must stay false and such
-    /// Joins are REJECTED.
-    pub history_enabled: bool,
+    /// D11: serve or refuse Joins with `history = true`; reloadable.
+    pub history: HistoryPolicy,
+    /// D11: DATA frames a history cohort retains at most. 256 is a minute of a chat or live
+    /// stream at four messages a second, what a late viewer needs to see where it is.
+    pub history_frames_max: usize,
+    /// D11: frame bytes a history cohort retains at most. 256 KiB is 60 full 4 KiB chunks;
+    /// with 512 cohorts the rings hold at most a quarter of the default frame memory.
+    pub history_bytes_max: usize,
 }
 
 impl Default for ProtocolConfig {
@@ -101,7 +119,9 @@ impl Default for ProtocolConfig {
             join_timeouts_per_peer_max: 4,
             blocklist_join_timeout_ms: 60_000,
             spectator_sessions_per_peer_max: 256,
-            history_enabled: false,
+            history: HistoryPolicy::Serve,
+            history_frames_max: 256,
+            history_bytes_max: 256 << 10,
         }
     }
 }
@@ -134,7 +154,7 @@ impl ProtocolConfig {
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
         let mut errors = Vec::new();
-        let at_least_one: [(&'static str, usize); 13] = [
+        let at_least_one: [(&'static str, usize); 14] = [
             ("streams_per_cohort_max", self.streams_per_cohort_max),
             (
                 "pending_streams_per_cohort_max",
@@ -169,6 +189,7 @@ impl ProtocolConfig {
                 "spectator_sessions_per_peer_max",
                 self.spectator_sessions_per_peer_max,
             ),
+            ("history_frames_max", self.history_frames_max),
         ];
         for (key, value) in at_least_one {
             if value < 1 {
@@ -208,14 +229,24 @@ impl ProtocolConfig {
                 });
             }
         }
-        if self.history_enabled {
+        let largest_frame = self.largest_frame_bytes();
+        if self.history_bytes_max < largest_frame {
             errors.push(ConfigError {
-                key: "history_enabled",
-                value: "true".into(),
-                expected: "false (history replay, D11, is not implemented yet)".into(),
+                key: "history_bytes_max",
+                value: self.history_bytes_max.to_string(),
+                expected: format!(
+                    ">= {largest_frame} (the largest frame read, frame_bytes_max with its length prefix, so a ring always holds the newest frame)"
+                ),
             });
         }
         errors
+    }
+
+    /// The largest whole frame the I/O layer hands over: a `frame_bytes_max` body and its
+    /// varint length.
+    #[must_use]
+    pub fn largest_frame_bytes(&self) -> usize {
+        self.frame_bytes_max + prost::encoding::encoded_len_varint(self.frame_bytes_max as u64)
     }
 }
 
@@ -236,7 +267,8 @@ mod tests {
             outbound_queue_frames_max: 1,
             frame_bytes_max: 100,
             claim_deadline_ms: 0,
-            history_enabled: true,
+            history_frames_max: 0,
+            history_bytes_max: 50,
             ..ProtocolConfig::default()
         };
         let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
@@ -245,6 +277,7 @@ mod tests {
             vec![
                 "streams_per_cohort_max = 0: expected >= 1".to_string(),
                 "cursors_per_cohort_max = 0: expected >= 1".to_string(),
+                "history_frames_max = 0: expected >= 1".to_string(),
                 "outbound_queue_frames_max = 1: expected >= 2 (an Ack and the roster-first delivery are queued together)"
                     .to_string(),
                 format!(
@@ -252,7 +285,7 @@ mod tests {
                     bps_proto::BROADCAST_FRAME_BYTES_MAX
                 ),
                 "claim_deadline_ms = 0: expected >= 1".to_string(),
-                "history_enabled = true: expected false (history replay, D11, is not implemented yet)".to_string(),
+                "history_bytes_max = 50: expected >= 101 (the largest frame read, frame_bytes_max with its length prefix, so a ring always holds the newest frame)".to_string(),
             ]
         );
     }

@@ -1,8 +1,9 @@
 //! Counters and gauges the broker exposes (R40 and the extras).
 //!
 //! Owns: the `Counter` names, `CounterSet` (one relaxed `AtomicU64` per name), the per-cohort
-//! `CohortCounters` (counters plus role gauges), and the per-machine `CounterRegistry`
-//! (totals that survive cohort reclaim, plus the live cohorts' counters for a scraper).
+//! `CohortCounters` (counters plus role and history-ring gauges), and the per-machine
+//! `CounterRegistry` (totals that survive cohort reclaim, plus the live cohorts' counters for
+//! a scraper).
 //! Never does: lock on the hot path. A counter bump is one relaxed `fetch_add`; the
 //! registry's mutex is taken only when a cohort is created or reclaimed, and by a scraper.
 
@@ -78,11 +79,14 @@ pub enum Counter {
     /// R15/R16: streams reset for dropping frames (unknown kind, wrong challenge,
     /// retransmit) faster than `dropped_frames_per_stream_per_s_max`.
     DropRateResets,
+    /// D11: retained DATA frames handed out in backlogs to streams entering the fan-out set
+    /// of a history cohort (also counted in `Deliveries`).
+    HistoryFramesServed,
 }
 
 impl Counter {
     /// Every counter, in export order.
-    pub const ALL: [Counter; 30] = [
+    pub const ALL: [Counter; 31] = [
         Counter::WrongStream,
         Counter::UnknownKind,
         Counter::WrongChallenge,
@@ -113,6 +117,7 @@ impl Counter {
         Counter::CohortsReclaimedInactive,
         Counter::CohortsReclaimedEos,
         Counter::DropRateResets,
+        Counter::HistoryFramesServed,
     ];
 
     /// The exported name.
@@ -149,6 +154,7 @@ impl Counter {
             Counter::CohortsReclaimedInactive => "cohorts_reclaimed_inactive",
             Counter::CohortsReclaimedEos => "cohorts_reclaimed_eos",
             Counter::DropRateResets => "drop_rate_resets",
+            Counter::HistoryFramesServed => "history_frames_served",
         }
     }
 
@@ -224,13 +230,16 @@ impl CohortLabel {
     }
 }
 
-/// The counters and role gauges of one cohort.
+/// The counters and gauges (roles, history ring) of one cohort.
 #[derive(Debug)]
 pub struct CohortCounters {
     key_hex: String,
     label: CohortLabel,
     counters: CounterSet,
     roles: [AtomicU64; Role::ALL.len()],
+    /// D11: frames and bytes its history ring holds (0 without history).
+    history_frames: AtomicU64,
+    history_bytes: AtomicU64,
 }
 
 impl CohortCounters {
@@ -242,6 +251,8 @@ impl CohortCounters {
             label: CohortLabel::of(key, spec),
             counters: CounterSet::default(),
             roles: std::array::from_fn(|_| AtomicU64::new(0)),
+            history_frames: AtomicU64::new(0),
+            history_bytes: AtomicU64::new(0),
         }
     }
 
@@ -282,6 +293,32 @@ impl CohortCounters {
     pub(crate) fn leave_role(&self, role: Role) {
         let before = self.roles[role as usize].fetch_sub(1, Ordering::Relaxed);
         assert!(before > 0, "role gauge {} underflow", role.name());
+    }
+
+    pub(crate) fn set_history(&self, frames: usize, bytes: usize) {
+        self.history_frames.store(frames as u64, Ordering::Relaxed);
+        self.history_bytes.store(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// D11: frames its history ring holds.
+    #[must_use]
+    pub fn history_frames(&self) -> u64 {
+        self.history_frames.load(Ordering::Relaxed)
+    }
+
+    /// D11: frame bytes its history ring holds.
+    #[must_use]
+    pub fn history_bytes(&self) -> u64 {
+        self.history_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The ring gauges by exported name (`history_frames`, `history_bytes`).
+    #[must_use]
+    pub fn gauges_snapshot(&self) -> BTreeMap<&'static str, u64> {
+        BTreeMap::from([
+            ("history_frames", self.history_frames()),
+            ("history_bytes", self.history_bytes()),
+        ])
     }
 
     /// Role gauges by name.

@@ -35,6 +35,24 @@
 //!   invalid rosters do not.
 //! - Violations close only the offending stream; the peer's other streams stay until the I/O
 //!   layer refuses them by the blocklist at their next connection.
+//! - D11, history (SWIP-60 leaves the mechanism to a later SWIP; the details are in
+//!   `history`): `history` is part of the spec and so of the cohort's identity (R1), so a
+//!   publisher and its subscribers must all join with it. Such a cohort keeps its most
+//!   recently accepted DATA frames (R18) in a ring bounded by `history_frames_max` and
+//!   `history_bytes_max`, in acceptance order, in memory only, for as long as the cohort
+//!   lives (reclaim and EOS drop it); the latest ROSTER stays the roster's (R22), outside
+//!   those bounds. Every stream entering the fan-out set (a spectator at attach, a pending or
+//!   silent stream at its claim, an ALL member or implicit publisher at its Join, a pending
+//!   stream a reduced roster makes a spectator) gets `Action::Backlog` right after its
+//!   latest roster: the retained frames not of its own identity (R25) it has not had, then
+//!   live traffic, nothing lost or twice at the seam (the machine is single-threaded; the I/O
+//!   layer writes the backlog before anything queued after it). A reconnecting subscriber is
+//!   a new stream and gets the whole ring; it drops what is below its cursors (R41). An
+//!   accepted ROSTER that revokes a publisher removes its frames from the ring, because a
+//!   late joiner would reject them against the roster it gets first (R41). The ring bounds
+//!   are reloadable and apply to existing rings at once. `HistoryPolicy::Refuse` (reloadable)
+//!   answers every Join with `history` REJECTED (R3 allows it), creating or attaching;
+//!   streams already attached carry on.
 
 pub mod action;
 pub mod arrival;
@@ -52,6 +70,7 @@ mod cohort;
 mod cursor;
 mod deadlines;
 mod dedup;
+mod history;
 mod roster;
 mod stream;
 mod validation;
@@ -62,11 +81,11 @@ pub mod sim;
 mod tests;
 
 pub use action::{
-    Action, ChunkFacts, CloseReason, ClosedBy, FullCause, InvalidSoc, RejectCause, Violation,
-    WrongStream,
+    Action, ChunkFacts, CloseReason, ClosedBy, Delivered, FullCause, InvalidSoc, RejectCause,
+    Violation, WrongStream,
 };
 pub use arrival::Arrival;
-pub use config::{ConfigError, ProtocolConfig};
+pub use config::{ConfigError, HistoryPolicy, ProtocolConfig};
 pub use counters::{CohortCounters, CohortLabel, Counter, CounterRegistry, CounterSet};
 pub use fanout::Targets;
 pub use ids::{PeerId, StreamId, Ticket, WriteNotice};

@@ -3,8 +3,9 @@
 //! Owns: `Machine`, every cohort homed on this core and every stream attached to them, and
 //! the rules of BPS.md section 5 that connect them: Join and its answers (R1..R5, R30..R33,
 //! R37), roles and claims (R6..R12, R29), the validation order (R13..R18, in `validation`),
-//! rosters and revocation (R19..R24), delivery (R25), deadlines (R34..R36) and violations
-//! (R39). Inputs are method calls carrying `now`; outputs are `Action`s the I/O layer drains.
+//! rosters and revocation (R19..R24), delivery (R25) and history backlogs (D11, see
+//! `history`), deadlines (R34..R36) and violations (R39). Inputs are method calls carrying
+//! `now`; outputs are `Action`s the I/O layer drains.
 //! Never does: I/O, read a clock, verify a signature (it asks for it with `Action::Verify`),
 //! or block. Per accepted publication it does a constant amount of work: the frame is
 //! re-framed once and the target list is a cached `Arc` (see `fanout`).
@@ -29,12 +30,12 @@ use rand::RngCore;
 use rand::rngs::StdRng;
 
 use super::action::{
-    Action, ChunkFacts, CloseReason, ClosedBy, FullCause, InvalidSoc, RejectCause, Violation,
-    WrongStream,
+    Action, ChunkFacts, CloseReason, ClosedBy, Delivered, FullCause, InvalidSoc, RejectCause,
+    Violation, WrongStream,
 };
 use super::arrival::Arrival;
 use super::cohort::Cohort;
-use super::config::ProtocolConfig;
+use super::config::{HistoryPolicy, ProtocolConfig};
 use super::counters::{CohortCounters, Counter, CounterRegistry};
 use super::deadlines::{DeadlineKey, Deadlines};
 use super::fanout::Targets;
@@ -129,7 +130,7 @@ impl Outbox {
         counters: &CohortCounters,
         frame: Bytes,
         targets: Targets,
-        verified: &Verified,
+        facts: Arc<ChunkFacts>,
     ) {
         if targets.is_empty() {
             return;
@@ -139,12 +140,34 @@ impl Outbox {
         self.actions.push(Action::Deliver {
             frame,
             targets,
-            facts: Arc::new(ChunkFacts::from(verified)),
+            facts,
         });
     }
 
     fn count(&self, counters: &CohortCounters, counter: Counter) {
         self.registry.add(counters, counter, 1);
+    }
+
+    /// D11: a stream of `cohort` entered its fan-out set (after its roster-first Send): the
+    /// retained frames it has not had, without its own identity's (R25), as one backlog.
+    fn backlog(&mut self, cohort: &Cohort, stream_id: StreamId, stream: &mut Stream) {
+        let Some(ring) = cohort.history.as_ref() else {
+            return;
+        };
+        let frames = ring.backlog(&stream.addr, stream.history_seen);
+        stream.history_seen = ring.last_sequence();
+        if frames.is_empty() {
+            return;
+        }
+        let served = frames.len() as u64;
+        self.registry
+            .add(&cohort.counters, Counter::Deliveries, served);
+        self.registry
+            .add(&cohort.counters, Counter::HistoryFramesServed, served);
+        self.actions.push(Action::Backlog {
+            stream: stream_id,
+            frames,
+        });
     }
 }
 
@@ -209,11 +232,13 @@ impl Machine {
     }
 
     /// Applies a reloaded policy (SIGHUP). Bounds and durations apply to decisions from now on:
-    /// existing cohorts keep the size of their cursor table and dedup window, queued deadlines
-    /// keep their times (an inactivity deadline is recomputed with the new duration when its
-    /// timer comes due), and a lowered read window is enforced by the I/O layer's credits as
-    /// streams drain. The broker-wide bounds live in the `PeerLedger`
-    /// (`PeerLedger::reconfigure`).
+    /// existing cohorts keep the size of their cursor table and dedup window but take the new
+    /// history bounds at once (D11: a lowered bound drops the oldest retained frames now, so
+    /// the budget of the new configuration holds), the history policy applies to the next
+    /// Joins (streams already attached carry on), queued deadlines keep their times (an
+    /// inactivity deadline is recomputed with the new duration when its timer comes due), and
+    /// a lowered read window is enforced by the I/O layer's credits as streams drain. The
+    /// broker-wide bounds live in the `PeerLedger` (`PeerLedger::reconfigure`).
     ///
     /// # Panics
     /// If `config` does not validate.
@@ -223,6 +248,9 @@ impl Machine {
         self.read_window_frames_max = self
             .read_window_frames_max
             .max(config.frames_in_flight_per_stream_max);
+        for cohort in self.cohorts.values_mut() {
+            cohort.bound_history(&config);
+        }
         self.config = config;
     }
 
@@ -443,8 +471,8 @@ impl Machine {
                 Ok(valid) => valid,
             },
         };
-        // D11: history is broker policy; until it is served, such a Join is REJECTED.
-        if valid.spec.history && !self.config.history_enabled {
+        // D11: history is broker policy (R3 lets it refuse), for creating and attaching Joins.
+        if valid.spec.history && self.config.history == HistoryPolicy::Refuse {
             return self.refuse(
                 stream_id,
                 None,
@@ -614,6 +642,7 @@ impl Machine {
             claim_timer: None,
             revocation: None,
             roster_seen: 0,
+            history_seen: 0,
             in_flight: Default::default(),
             backlog: Default::default(),
             drops: DropWindow::default(),
@@ -639,6 +668,10 @@ impl Machine {
             stream.roster_seen = cohort.roster.version;
             self.out
                 .send_broadcast(&cohort.counters, stream_id, frame, None);
+        }
+        // D11: a stream entering the fan-out set gets the history after the roster.
+        if matches!(role, Role::Spectator | Role::Publisher) {
+            self.out.backlog(cohort, stream_id, &mut stream);
         }
         self.streams.insert(stream_id, stream);
         if role == Role::Publisher {
@@ -844,7 +877,7 @@ impl Machine {
                 return Acceptance::Retransmit;
             }
             let addr = stream.addr;
-            self.publish(now, serial, &addr, frame, verified, Counter::AcceptedData);
+            self.publish_data(now, serial, &addr, frame, verified);
             return Acceptance::Accepted;
         }
         let addr = stream.addr;
@@ -866,7 +899,7 @@ impl Machine {
                 if cohort.cursors.advance(&addr, frame.index + 1).is_some() {
                     self.out.count(&cohort.counters, Counter::CursorEvictions);
                 }
-                self.publish(now, serial, &addr, frame, verified, Counter::AcceptedData);
+                self.publish_data(now, serial, &addr, frame, verified);
             }
             FrameKind::Auth => {
                 cohort.last_activity = now;
@@ -904,7 +937,7 @@ impl Machine {
         frame: &Checked,
         verified: &Verified,
         counter: Counter,
-    ) {
+    ) -> Arc<ChunkFacts> {
         let cohort = self
             .cohorts
             .get_mut(&serial)
@@ -912,12 +945,45 @@ impl Machine {
         cohort.last_activity = now;
         self.out.count(&cohort.counters, counter);
         let targets = cohort.fanout.targets(identity);
+        let facts = Arc::new(ChunkFacts::from(verified));
         self.out.deliver(
             &cohort.counters,
             frame.frame.bytes().clone(),
             targets,
-            verified,
+            Arc::clone(&facts),
         );
+        facts
+    }
+
+    /// An accepted DATA (R18): delivered, then retained when the cohort keeps history (D11),
+    /// so a stream entering the fan-out set later gets it in its backlog and every stream in
+    /// it now has had it live.
+    fn publish_data(
+        &mut self,
+        now: Millis,
+        serial: u64,
+        identity: &Address,
+        frame: &Checked,
+        verified: &Verified,
+    ) {
+        let facts = self.publish(
+            now,
+            serial,
+            identity,
+            frame,
+            verified,
+            Counter::AcceptedData,
+        );
+        self.cohorts
+            .get_mut(&serial)
+            .expect("publishing cohort is live")
+            .retain(
+                *identity,
+                Delivered {
+                    frame: frame.frame.bytes().clone(),
+                    facts,
+                },
+            );
     }
 
     /// R7: a pending, silent or granted spectator stream's first valid frame.
@@ -944,6 +1010,10 @@ impl Machine {
             stream.roster_seen = cohort.roster.version;
             self.out
                 .send_broadcast(&cohort.counters, stream_id, frame, None);
+        }
+        // D11: then the history it has not had.
+        if entering_fanout {
+            self.out.backlog(cohort, stream_id, stream);
         }
         let addr = stream.addr;
         self.enforce_publisher_streams(serial, &addr);
@@ -1071,6 +1141,8 @@ impl Machine {
                 revoked.extend(cohort.streams_by_addr.get(addr).into_iter().flatten());
             }
             revoked.sort_unstable();
+            // D11: a late joiner would reject their frames against this roster (R41).
+            cohort.forget_publishers(&change.removed);
         }
         // The fan-out set gets it as a delivery; revoked streams get it on their own, with a
         // notice, below.
@@ -1082,8 +1154,12 @@ impl Machine {
             except.dedup();
             targets.except = except.into();
         }
-        self.out
-            .deliver(&cohort.counters, framed.clone(), targets, verified);
+        self.out.deliver(
+            &cohort.counters,
+            framed.clone(),
+            targets,
+            Arc::new(ChunkFacts::from(verified)),
+        );
         for stream_id in revoked {
             self.revoke(now, serial, stream_id, &framed);
         }
@@ -1143,8 +1219,17 @@ impl Machine {
             cohort.stop_exemption(stream);
         }
         let role = cohort.audience_role();
+        let was_receiving = cohort.fanout.contains(stream_id);
         if stream.role != role {
             cohort.change_role(stream_id, stream, role);
+        }
+        let receiving = cohort.fanout.contains(stream_id);
+        if was_receiving
+            && !receiving
+            && let Some(ring) = cohort.history.as_ref()
+        {
+            // D11: it had everything live so far; a later entry continues from here.
+            stream.history_seen = ring.last_sequence();
         }
         let notice = WriteNotice(self.next_notice);
         self.next_notice += 1;
@@ -1164,6 +1249,11 @@ impl Machine {
         }
         self.out
             .send_broadcast(&cohort.counters, stream_id, framed.clone(), Some(notice));
+        // D11: a pending stream that became a spectator entered the fan-out set; the reduced
+        // roster is its roster-first delivery (R22), the history follows it.
+        if !was_receiving && receiving {
+            self.out.backlog(cohort, stream_id, stream);
+        }
     }
 
     // ---- Violations, closing, reclaiming (R34..R36, R39) ----

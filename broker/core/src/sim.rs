@@ -6,7 +6,11 @@
 //! Owns: `Simulation`, generic over `Choices`, where every decision comes from (a seeded
 //! `StdRng` in the seeded test, fuzz input in the fuzz target), and the invariants: nothing
 //! forged, malformed or unaccepted is delivered, nothing twice, nothing echoed (R25), only
-//! to live streams of the cohort; only OK, FULL and REJECTED are sent (R5); every counter
+//! to live streams of the cohort; history backlogs (D11) hold only frames accepted before
+//! them, and every stream receives its DATA (backlogs and live deliveries together) in
+//! acceptance order, none twice: a backlog comes before the live frames that follow its
+//! entry into the fan-out set, and nothing is duplicated at that seam; history rings stay
+//! within their bounds; only OK, FULL and REJECTED are sent (R5); every counter
 //! equals the events it counts; every bound holds (R29, R30, R31, R33); timers are never in
 //! the past and stay bounded; and **exactly one `Consumed` per frame fed** (the read-window
 //! credit the I/O layer hands back: never more than fed while the stream lives, and at the
@@ -17,6 +21,7 @@
 //! real.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 
 use bps_proto::{
@@ -104,12 +109,15 @@ fn framed(body: &Bytes) -> Frame {
 
 const PEERS: u16 = 2_000;
 const ADDRESSES: u8 = 12;
+/// DATA payload sizes, so that history rings meet their byte bound as well as their frame
+/// bound.
+const DATA_PAYLOAD_BYTES: Range<u64> = 4..1_200;
 
 fn config() -> ProtocolConfig {
     ProtocolConfig {
         streams_per_cohort_max: 6,
         pending_streams_per_cohort_max: 4,
-        cohorts_max: 5,
+        cohorts_max: 9,
         cohorts_per_peer_max: 3,
         streams_per_peer_per_cohort_max: 2,
         publisher_streams_per_address_max: 2,
@@ -123,6 +131,9 @@ fn config() -> ProtocolConfig {
         blocklist_claim_timeout_ms: 2_000,
         frames_in_flight_per_stream_max: 4,
         dropped_frames_per_stream_per_s_max: 3,
+        history_frames_max: 12,
+        // The least allowed (the largest frame read): a dozen of the larger DATA fill it.
+        history_bytes_max: bps_proto::FRAME_BYTES_MAX_DEFAULT + 2,
         ..ProtocolConfig::default()
     }
 }
@@ -168,6 +179,32 @@ fn specs() -> Vec<Spec> {
             admin: None,
             ..base
         },
+        // D11: the open, closed, ALL and an implicit shape again, with history.
+        Spec {
+            topic: [6; 32],
+            history: true,
+            ..base
+        },
+        Spec {
+            topic: [7; 32],
+            closed: true,
+            history: true,
+            ..base
+        },
+        Spec {
+            topic: [8; 32],
+            binding: Binding::Mnemonic,
+            all: true,
+            history: true,
+            ..base
+        },
+        Spec {
+            topic: [9; 32],
+            admin: None,
+            binding: Binding::Mnemonic,
+            history: true,
+            ..base
+        },
     ]
 }
 
@@ -182,6 +219,10 @@ struct SimStream {
     next_index: u64,
     /// The last Broadcast body this stream sent, to resend as a duplicate.
     last_body: Option<Bytes>,
+    /// DATA bodies it received (backlogs and live deliveries).
+    received: HashSet<Bytes>,
+    /// The acceptance position of the last DATA it received whose position is known.
+    last_position: Option<u64>,
 }
 
 /// The attached streams, for picking one at random in O(1).
@@ -222,6 +263,7 @@ struct Observed {
     violations: u64,
     queue_resets: u64,
     drop_rate_resets: u64,
+    history_served: u64,
 }
 
 /// The peers, the machine and what the simulation knows; see the module documentation.
@@ -243,7 +285,12 @@ pub struct Simulation<C: Choices> {
     genuine: HashMap<Bytes, Address>,
     /// The stream each fed Broadcast body came from.
     sender: HashMap<Bytes, StreamId>,
-    delivered: HashSet<Bytes>,
+    /// DATA bodies delivered live, with their acceptance position (the machine delivers a
+    /// DATA when it accepts it, so live deliveries give the acceptance order).
+    delivered: HashMap<Bytes, u64>,
+    /// DATA bodies first seen in a backlog: accepted while nobody else received them, so
+    /// their position is unknown, and they must never be delivered live afterwards.
+    backlog_only: HashSet<Bytes>,
     verifications: Vec<(Ticket, VerifyRequest)>,
     notices: Vec<(StreamId, WriteNotice)>,
     observed: Observed,
@@ -275,7 +322,8 @@ impl<C: Choices> Simulation<C> {
             held: HashMap::new(),
             genuine: HashMap::new(),
             sender: HashMap::new(),
-            delivered: HashSet::new(),
+            delivered: HashMap::new(),
+            backlog_only: HashSet::new(),
             verifications: Vec::new(),
             notices: Vec::new(),
             observed: Observed::default(),
@@ -312,10 +360,7 @@ impl<C: Choices> Simulation<C> {
         let addr = if self.rng.percent(25) {
             address(1)
         } else {
-            address(
-                2 + u8::try_from(self.rng.below(u64::from(ADDRESSES) - 1))
-                    .expect("an address byte"),
-            )
+            self.member_address()
         };
         let body = if self.rng.percent(3) {
             Bytes::from_static(&[0x0a, 0x7f])
@@ -331,6 +376,8 @@ impl<C: Choices> Simulation<C> {
                 live: true,
                 next_index: 0,
                 last_body: None,
+                received: HashSet::new(),
+                last_position: None,
             },
         );
         self.machine.on_join(
@@ -413,7 +460,8 @@ impl<C: Choices> Simulation<C> {
                     id[..8].copy_from_slice(&self.rng.below(u64::MAX).to_be_bytes());
                     id
                 };
-                let soc = self.chunk(id, 4, b"data", owner);
+                let payload = self.data_payload();
+                let soc = self.chunk(id, payload.len() as u64, &payload, owner);
                 Bytes::from(
                     Broadcast {
                         soc,
@@ -426,18 +474,11 @@ impl<C: Choices> Simulation<C> {
             }
         } else {
             let (kind, payload): (Kind, Vec<u8>) = match roll {
-                0..60 => (Kind::Data, b"data".to_vec()),
+                0..60 => (Kind::Data, self.data_payload()),
                 60..70 => (Kind::Auth, Vec::new()),
                 70..85 => {
                     let count = self.rng.below(4);
-                    let roster: Vec<Address> = (0..count)
-                        .map(|_| {
-                            address(
-                                2 + u8::try_from(self.rng.below(u64::from(ADDRESSES) - 1))
-                                    .expect("an address byte"),
-                            )
-                        })
-                        .collect();
+                    let roster: Vec<Address> = (0..count).map(|_| self.member_address()).collect();
                     (
                         Kind::Roster,
                         if self.rng.percent(10) {
@@ -448,7 +489,7 @@ impl<C: Choices> Simulation<C> {
                     )
                 }
                 85..87 => (Kind::Eos, Vec::new()),
-                _ => (Kind::Data, b"data".to_vec()),
+                _ => (Kind::Data, self.data_payload()),
             };
             let index = match kind {
                 Kind::Eos => 0,
@@ -491,6 +532,20 @@ impl<C: Choices> Simulation<C> {
         *self.held.entry(stream_id).or_insert(0) += 1;
         self.machine.on_frame(self.now, stream_id, framed(&body));
         self.drain();
+    }
+
+    /// Any address but the admin's.
+    fn member_address(&mut self) -> Address {
+        address(
+            2 + u8::try_from(self.rng.below(u64::from(ADDRESSES) - 1)).expect("an address byte"),
+        )
+    }
+
+    fn data_payload(&mut self) -> Vec<u8> {
+        let bytes = self
+            .rng
+            .range(DATA_PAYLOAD_BYTES.start, DATA_PAYLOAD_BYTES.end);
+        vec![b'd'; usize::try_from(bytes).expect("a small payload")]
     }
 
     fn answer_verifications(&mut self) {
@@ -593,7 +648,7 @@ impl<C: Choices> Simulation<C> {
                     );
                 } else {
                     self.observed.deliveries += 1;
-                    self.check_published(&frame, &[stream]);
+                    self.check_published(&frame, &[stream], Receipt::Live);
                 }
                 if let Some(notice) = notice {
                     self.notices.push((stream, notice));
@@ -616,7 +671,20 @@ impl<C: Choices> Simulation<C> {
                 );
                 self.observed.deliveries += targets.len() as u64;
                 let receivers: Vec<StreamId> = targets.iter().collect();
-                self.check_published(&frame, &receivers);
+                self.check_published(&frame, &receivers, Receipt::Live);
+            }
+            Action::Backlog { stream, frames } => {
+                assert!(!frames.is_empty(), "an empty backlog");
+                let spec = self.streams[&stream].spec;
+                assert!(
+                    self.specs[spec].history,
+                    "a backlog outside a history cohort"
+                );
+                self.observed.deliveries += frames.len() as u64;
+                self.observed.history_served += frames.len() as u64;
+                for delivered in &frames {
+                    self.check_published(&delivered.frame, &[stream], Receipt::Backlog);
+                }
             }
             Action::Verify { ticket, request } => {
                 self.observed.verifies += 1;
@@ -656,8 +724,9 @@ impl<C: Choices> Simulation<C> {
     }
 
     /// Nothing forged, malformed or unaccepted is delivered, nothing twice, nothing echoed,
-    /// and only to live streams of the publisher's cohort.
-    fn check_published(&mut self, frame: &Bytes, targets: &[StreamId]) {
+    /// and only to live streams of the publisher's cohort; every stream's DATA in acceptance
+    /// order.
+    fn check_published(&mut self, frame: &Bytes, targets: &[StreamId], receipt: Receipt) {
         let body = body_of(frame);
         let broadcast =
             bps_proto::decode_broadcast(body.clone()).expect("a delivery is a Broadcast");
@@ -671,17 +740,63 @@ impl<C: Choices> Simulation<C> {
             self.streams[&publisher].addr, owner,
             "delivered under its stream's identity"
         );
-        if broadcast.kind == Kind::Data as i32 {
-            assert!(
-                self.delivered.insert(body.clone()),
-                "a DATA frame delivered twice"
-            );
-        }
+        let is_data = broadcast.kind == Kind::Data as i32;
+        assert!(
+            is_data || receipt == Receipt::Live,
+            "a backlog holds DATA only"
+        );
+        let position = if is_data {
+            self.data_position(&body, receipt)
+        } else {
+            None
+        };
         for target in targets {
-            let sim = &self.streams[target];
+            let sim = self.streams.get_mut(target).expect("a target joined");
             assert!(sim.live, "delivery to a closed stream");
             assert_eq!(sim.spec, publisher_spec, "delivery outside the cohort");
             assert_ne!(sim.addr, owner, "echo to the publishing identity (R25)");
+            if !is_data {
+                continue;
+            }
+            assert!(
+                sim.received.insert(body.clone()),
+                "a DATA frame reached one stream twice (backlog and live, or two backlogs)"
+            );
+            if let Some(position) = position {
+                assert!(
+                    sim.last_position.is_none_or(|last| last < position),
+                    "a stream received DATA out of acceptance order (a backlog after live \
+                     frames of the same entry, or out of order)"
+                );
+                sim.last_position = Some(position);
+            }
+        }
+    }
+
+    /// The acceptance position of a DATA body (`None` when it was accepted unobserved and is
+    /// seen first in a backlog), checking that each is delivered live once at most and that a
+    /// backlog never holds a frame accepted after it.
+    fn data_position(&mut self, body: &Bytes, receipt: Receipt) -> Option<u64> {
+        match receipt {
+            Receipt::Live => {
+                assert!(
+                    !self.backlog_only.contains(body),
+                    "a frame was in a backlog before it was accepted"
+                );
+                let position = self.delivered.len() as u64;
+                assert!(
+                    self.delivered.insert(body.clone(), position).is_none(),
+                    "a DATA frame delivered twice"
+                );
+                Some(position)
+            }
+            Receipt::Backlog => {
+                let position = self.delivered.get(body).copied();
+                if position.is_none() {
+                    self.backlog_only.insert(body.clone());
+                }
+                position
+            }
         }
     }
 
@@ -711,6 +826,10 @@ impl<C: Choices> Simulation<C> {
         assert_eq!(
             totals.get(Counter::DropRateResets),
             observed.drop_rate_resets
+        );
+        assert_eq!(
+            totals.get(Counter::HistoryFramesServed),
+            observed.history_served
         );
         // Bounds and memory.
         let live = self.live.ids.len();
@@ -745,6 +864,9 @@ impl<C: Choices> Simulation<C> {
                 "R30"
             );
             assert!(role("pending") <= self.config.pending_streams_per_cohort_max as u64);
+            assert!(summary.history_frames <= self.config.history_frames_max);
+            assert!(summary.history_bytes <= self.config.history_bytes_max);
+            assert!(summary.history || summary.history_frames == 0);
             assert_eq!(page.streams_total, page.streams.len());
             let mut per_peer: HashMap<PeerId, usize> = HashMap::new();
             let mut publishers: HashMap<&str, usize> = HashMap::new();
@@ -798,13 +920,23 @@ impl<C: Choices> Simulation<C> {
 }
 
 /// Counters a long enough run must have reached, or it did not exercise the machine.
-pub const COUNTERS_REACHED: [Counter; 5] = [
+pub const COUNTERS_REACHED: [Counter; 6] = [
     Counter::AcceptedData,
     Counter::Claims,
     Counter::CohortsReclaimedEos,
     Counter::ClaimTimeout,
     Counter::DropRateResets,
+    Counter::HistoryFramesServed,
 ];
+
+/// How a frame reached a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Receipt {
+    /// A `Send` or `Deliver`, at acceptance (or a roster's first delivery).
+    Live,
+    /// A history backlog (D11).
+    Backlog,
+}
 
 impl<C: Choices> Simulation<C> {
     /// The machine's counter totals.

@@ -48,6 +48,9 @@ pub struct CohortSummary {
     pub cursors: usize,
     /// Dedup keys held (R28; implicit cohorts only).
     pub dedup_entries: usize,
+    /// D11: frames and frame bytes the history ring holds (0 without history).
+    pub history_frames: usize,
+    pub history_bytes: usize,
     /// Streams that receive deliveries: spectators and publishers (R25).
     pub subscribers: usize,
     /// Streams per role (`pending`, `publisher`, `spectator`, `silent`).
@@ -112,6 +115,8 @@ pub(crate) fn summarize(cohort: &Cohort, now: Millis) -> CohortSummary {
         roster_cursor: cohort.roster.cursor,
         cursors: cohort.cursors.len(),
         dedup_entries: cohort.dedup.as_ref().map_or(0, |dedup| dedup.len()),
+        history_frames: cohort.history.as_ref().map_or(0, |ring| ring.len()),
+        history_bytes: cohort.history.as_ref().map_or(0, |ring| ring.bytes()),
         subscribers: usize::try_from(cohort.counters.subscribers()).unwrap_or(usize::MAX),
         streams: cohort.counters.roles_snapshot(),
         peers_total: cohort.streams_by_peer.len(),

@@ -2,7 +2,8 @@
 //!
 //! Owns: `Role` (R6..R10), `Stream` (peer, declared addr, challenge, role, claim deadline,
 //! revocation phase, the frames it holds: verifications in flight in read order and the
-//! backlog of an unproven stream) and `Revocation` (R24).
+//! backlog of an unproven stream, and how much of its cohort's history it has had, D11)
+//! and `Revocation` (R24).
 //! Never does: decide transitions. The machine moves a stream between roles and keeps the
 //! cohort's membership in step.
 
@@ -173,6 +174,9 @@ pub(crate) struct Stream {
     pub revocation: Option<Revocation>,
     /// The roster version last sent to this stream on its own (pre-claim or first delivery).
     pub roster_seen: u64,
+    /// D11: the acceptance sequence of its cohort's history ring up to which this stream has
+    /// had every frame (by backlog or live, while in the fan-out set); 0: none.
+    pub history_seen: u64,
     pub in_flight: VecDeque<InFlight>,
     pub backlog: VecDeque<Frame>,
     /// Frames dropped without penalty in the current window (R15, R16).

@@ -58,7 +58,8 @@ use crate::budget::MemoryBudget;
 use crate::config::{BrokerConfig, IoUringMode, VerifyMode};
 use crate::metrics::{BrokerGauges, CoreMetrics, protocol_figures};
 use crate::protocol::{
-    CohortStreams, CohortSummary, CounterRegistry, Machine, Millis, PeerLedger, Ticket,
+    CohortStreams, CohortSummary, CounterRegistry, HistoryPolicy, Machine, Millis, PeerLedger,
+    Ticket,
 };
 use control::{Control, Mailbox, ask_all};
 use frame_memory::FrameMemory;
@@ -93,9 +94,6 @@ pub struct Settings {
     pub verify_batch_jobs_max: usize,
     /// Owners whose key an inline verifier keeps.
     pub key_cache_keys_max: usize,
-    /// D11: whether `history = true` is served (a bridge request for it is refused before
-    /// the upgrade otherwise).
-    pub history_served: bool,
     pub ws: ws::WsSettings,
 }
 
@@ -116,7 +114,6 @@ impl Settings {
             log_peer_lines_per_s_max: config.log.peer_lines_per_s_max,
             verify_batch_jobs_max: config.verify.batch_jobs_max,
             key_cache_keys_max: config.verify.key_cache_keys_max,
-            history_served: protocol.history_enabled,
             ws: ws::WsSettings::of(&config.ws, statics),
         }
     }
@@ -142,6 +139,9 @@ pub struct Shared {
     cohort_series_max: AtomicUsize,
     /// `timeouts.flush_deadline_ms`, reloadable.
     flush_deadline_ms: AtomicU64,
+    /// D11: whether `history = true` is served (`protocol.history`, reloadable); a bridge
+    /// request for it is refused before the upgrade otherwise (W10).
+    history_served: AtomicBool,
     /// The worst case of the running configuration and its budget.
     budget: std::sync::Mutex<MemoryBudget>,
 }
@@ -164,6 +164,11 @@ impl Shared {
     /// The flush deadline in force.
     pub fn flush_deadline_ms(&self) -> u64 {
         self.flush_deadline_ms.load(Ordering::Relaxed)
+    }
+
+    /// D11: whether history is served now.
+    pub fn history_served(&self) -> bool {
+        self.history_served.load(Ordering::Relaxed)
     }
 }
 
@@ -355,6 +360,10 @@ impl Broker {
         shared
             .flush_deadline_ms
             .store(config.timeouts.flush_deadline_ms, Ordering::Relaxed);
+        shared.history_served.store(
+            config.protocol().history == HistoryPolicy::Serve,
+            Ordering::Relaxed,
+        );
         *shared
             .budget
             .lock()
@@ -442,6 +451,7 @@ fn shared_state(
         draining: AtomicBool::new(false),
         cohort_series_max: AtomicUsize::new(config.limits.cohort_series_max),
         flush_deadline_ms: AtomicU64::new(config.timeouts.flush_deadline_ms),
+        history_served: AtomicBool::new(config.protocol().history == HistoryPolicy::Serve),
         budget: std::sync::Mutex::new(budget),
     }
 }

@@ -18,6 +18,17 @@
 //! then and there: R26 is measured against exactly that. Whatever the kernel refused waits
 //! in the port's batch for the carrier's writer task, which finishes it asynchronously
 //! (and everything queued after it) before the core writes directly again.
+//!
+//! The port also owns the stream's history backlog (the retained frames a stream gets when
+//! it enters the fan-out set of a history cohort, D11). It is written after what was queued
+//! before it (the Ack, the roster) and before anything queued after it, so the seam between
+//! it and live traffic loses and duplicates nothing. It is not an R26 matter (R26 is about
+//! subscribers that do not keep up with live traffic, not about the size of a backlog): it
+//! is held beside the outbound queue, whose bound keeps applying to the live frames queued
+//! behind it. A stream holds one unwritten backlog at most: a second one while frames of the
+//! first are still waiting means it entered the fan-out set again without reading (only a
+//! revocation and a new grant make that possible), and it is reset as a slow consumer, so no
+//! cycle of grants can pin frames.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -121,6 +132,8 @@ pub struct Port {
     prejoin: Cell<bool>,
     out: RefCell<OutboundQueue>,
     control: RefCell<VecDeque<(ControlKind, Outgoing)>>,
+    /// D11: the history backlog, with what was queued before it; written before `out`.
+    backlog: RefCell<VecDeque<Outgoing>>,
     /// Frames queued since the start; notices and latency samples are keyed by this count.
     queued_total: Cell<u64>,
     written_total: Cell<u64>,
@@ -152,7 +165,7 @@ impl fmt::Debug for Port {
             .field("transport", &self.transport)
             .field("home", &self.home.get())
             .field("life", &self.life.get())
-            .field("queued", &self.out.borrow().len())
+            .field("queued", &self.queued())
             .field("credits", &self.credits.get())
             .finish_non_exhaustive()
     }
@@ -185,6 +198,23 @@ fn send_now(fd: RawFd, batch: &IoBatch) -> std::io::Result<usize> {
         )
     };
     usize::try_from(sent).map_err(|_| std::io::Error::last_os_error())
+}
+
+/// A history backlog arrived while an earlier one was still unwritten (D11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BacklogUnread {
+    /// Frames of the earlier backlog still waiting.
+    pub frames: usize,
+}
+
+impl fmt::Display for BacklogUnread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a history backlog arrived with {} frames of the last one unwritten",
+            self.frames
+        )
+    }
 }
 
 /// What a carrier does when its stream starts to flush or resets.
@@ -222,6 +252,7 @@ impl Port {
             prejoin: Cell::new(true),
             out: RefCell::new(OutboundQueue::new(queue_frames_max)),
             control: RefCell::new(VecDeque::with_capacity(CONTROL_MESSAGES_MAX)),
+            backlog: RefCell::new(VecDeque::new()),
             queued_total: Cell::new(0),
             written_total: Cell::new(0),
             notices: RefCell::new(VecDeque::new()),
@@ -340,6 +371,30 @@ impl Port {
         Ok(placed)
     }
 
+    /// D11: queues a history backlog after everything queued so far (which moves ahead of it)
+    /// and before anything queued later, outside the R26 bound; `Err` when an earlier
+    /// backlog is still unwritten (the stream must be reset, see the module documentation).
+    pub fn enqueue_backlog(&self, frames: Vec<Outgoing>) -> Result<(), BacklogUnread> {
+        if !self.is_open() {
+            return Ok(());
+        }
+        let mut backlog = self.backlog.borrow_mut();
+        if !backlog.is_empty() {
+            return Err(BacklogUnread {
+                frames: backlog.len(),
+            });
+        }
+        self.out
+            .borrow_mut()
+            .drain_into(usize::MAX, |frame| backlog.push_back(frame));
+        self.queued_total
+            .set(self.queued_total.get() + frames.len() as u64);
+        backlog.extend(frames);
+        drop(backlog);
+        self.write_wake.notify();
+        Ok(())
+    }
+
     /// The home core finished one of this stream's frames.
     pub fn credit(&self) {
         self.credits.set(self.credits.get() + 1);
@@ -366,14 +421,15 @@ impl Port {
         self.life.set(Life::Resetting);
         self.out.borrow_mut().clear();
         self.control.borrow_mut().clear();
+        self.backlog.borrow_mut().clear();
         self.read_wake.notify();
         self.write_wake.notify();
         self.tell_carrier(Life::Resetting);
     }
 
-    /// Frames queued, for gauges.
+    /// Frames queued (backlog and outbound queue), for gauges.
     pub fn queued(&self) -> usize {
-        self.out.borrow().len()
+        self.backlog.borrow().len() + self.out.borrow().len()
     }
 
     /// Marks the port as queued to in this turn; true the first time in the turn.
@@ -504,21 +560,27 @@ impl Port {
         self.write_wake.notify();
     }
 
-    /// Moves control messages, then up to `frames_max` queued frames, into an empty batch
-    /// (control messages go between whole messages only: the batch is empty).
+    /// Moves control messages, then up to `frames_max` queued frames (the backlog first), into
+    /// an empty batch (control messages go between whole messages only: the batch is empty).
     fn fill(&self, batch: &mut IoBatch, frames_max: usize) {
         for (_, message) in self.control.borrow_mut().drain(..) {
             batch.push_control(message);
         }
         let room = frames_max.min(batch.room());
+        let mut backlog = self.backlog.borrow_mut();
+        let from_backlog = room.min(backlog.len());
+        for message in backlog.drain(..from_backlog) {
+            batch.push(message);
+        }
+        drop(backlog);
         self.out
             .borrow_mut()
-            .drain_into(room, |message| batch.push(message));
+            .drain_into(room - from_backlog, |message| batch.push(message));
     }
 
     /// Whether anything waits to be written after the current batch.
     fn has_more(&self) -> bool {
-        self.out.borrow().len() > 0 || !self.control.borrow().is_empty()
+        self.queued() > 0 || !self.control.borrow().is_empty()
     }
 
     /// Whether the batch being written (by the writer or left by a direct write) stopped
@@ -657,6 +719,66 @@ mod tests {
         let second = port.written(1);
         assert_eq!(second.notices, vec![notice]);
         assert!(second.sample_us.is_none());
+    }
+
+    /// Everything the peer end of `port`'s socket has received so far.
+    fn read_all(peer: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
+        use std::io::Read;
+        peer.set_nonblocking(true).expect("non-blocking");
+        let mut got = Vec::new();
+        let mut chunk = [0_u8; 256];
+        while let Ok(read) = peer.read(&mut chunk) {
+            if read == 0 {
+                break;
+            }
+            got.extend_from_slice(&chunk[..read]);
+        }
+        got
+    }
+
+    #[test]
+    fn a_backlog_goes_after_what_was_queued_before_what_follows_and_outside_r26() {
+        use std::os::fd::AsRawFd;
+        let port = port();
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        port.attach_socket(ours.as_raw_fd(), 64);
+        for frame in [b"a", b"b"] {
+            port.enqueue(Outgoing::bare(Bytes::from_static(frame)), None, None)
+                .expect("room");
+        }
+        // Four frames against an R26 bound of 2: neither refused nor counted.
+        let backlog =
+            [b"w", b"x", b"y", b"z"].map(|frame| Outgoing::bare(Bytes::from_static(frame)));
+        assert_eq!(port.enqueue_backlog(backlog.to_vec()), Ok(()));
+        let notice = crate::protocol::WriteNotice(9);
+        assert_eq!(
+            port.enqueue(Outgoing::bare(Bytes::from_static(b"c")), Some(notice), None),
+            Ok(Queued::Within)
+        );
+        assert_eq!(port.queued(), 7);
+        let flushed = port.flush_now(64);
+        assert_eq!((flushed.frames, flushed.failed), (7, false));
+        assert_eq!(read_all(&mut peer), b"abwxyzc");
+        // The notice is keyed by the order of writing: the seventh frame.
+        assert!(port.written(6).notices.is_empty());
+        assert_eq!(port.written(1).notices, vec![notice]);
+    }
+
+    #[test]
+    fn a_second_backlog_while_the_first_is_unwritten_is_refused() {
+        let port = port();
+        let frame = || vec![Outgoing::bare(Bytes::from_static(b"x"))];
+        assert_eq!(port.enqueue_backlog(frame()), Ok(()));
+        assert_eq!(
+            port.enqueue_backlog(frame()),
+            Err(super::BacklogUnread { frames: 1 })
+        );
+        let batch = port.take_writing(8).expect("the backlog to write");
+        assert_eq!(batch.frames(), 1);
+        port.return_writing(batch);
+        assert_eq!(port.enqueue_backlog(frame()), Ok(()));
+        port.reset();
+        assert_eq!(port.queued(), 0);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! them bounded.
 //!
 //! Owns: `HomeMsg` (stream to machine: Join, Frame, Closed, Written, and a relayed service
-//! chunk, towards a cohort's home core), `OwnerMsg` (machine to stream: Send, Deliver,
-//! Close, and the outcome of a relay, towards the core that owns the connection), `CoreLanes` (one core's inbound lanes: home, owner, credits, verification
+//! chunk, towards a cohort's home core), `OwnerMsg` (machine to stream: Send, Backlog,
+//! Deliver, Close, and the outcome of a relay, towards the core that owns the connection),
+//! `CoreLanes` (one core's inbound lanes: home, owner, credits, verification
 //! results, and its doorbell) and `Router` (one core's sending side: lanes to every core, an
 //! overflow per destination and direction, and the local queue for messages to itself).
 //!
@@ -59,7 +60,7 @@ use crossbeam::queue::SegQueue;
 use super::lane::{Doorbell, Lane};
 use crate::metrics::CoreMetrics;
 use crate::protocol::{
-    Arrival, ChunkFacts, CloseReason, ClosedBy, RelayOutcome, StreamId, Targets, Ticket,
+    Arrival, ChunkFacts, CloseReason, ClosedBy, Delivered, RelayOutcome, StreamId, Targets, Ticket,
     WriteNotice,
 };
 
@@ -116,6 +117,12 @@ pub enum OwnerMsg {
         stream: StreamId,
         frame: Bytes,
         notice: Option<WriteNotice>,
+    },
+    /// D11: queue a history backlog on one stream (in this direction, so it stays in order
+    /// with that stream's Send, Deliver and Close).
+    Backlog {
+        stream: StreamId,
+        frames: Vec<Delivered>,
     },
     /// Queue one frame on `targets.all[from..to]` (all of them this core's), except the
     /// excluded ones.

@@ -43,8 +43,8 @@ use super::port::{Closing, Port};
 use super::router::{HomeMsg, OwnerMsg, RelayFrames, VerifyDone};
 use super::ws::{Renditions, single};
 use crate::protocol::{
-    Action, ChunkFacts, CloseReason, ClosedBy, Machine, Millis, StreamId, Targets, Ticket,
-    WriteNotice,
+    Action, ChunkFacts, CloseReason, ClosedBy, Delivered, Machine, Millis, StreamId, Targets,
+    Ticket, WriteNotice,
 };
 
 /// Home and owner messages one turn takes at most, each, before the other tasks run.
@@ -341,6 +341,7 @@ impl Shard {
                     frame,
                     notice,
                 } => self.enqueue_single(stream, &frame, notice),
+                OwnerMsg::Backlog { stream, frames } => self.enqueue_backlog(stream, frames),
                 OwnerMsg::Deliver {
                     frame,
                     targets,
@@ -376,6 +377,7 @@ impl Shard {
                     frame,
                     notice,
                 } => self.send(stream, frame, notice),
+                Action::Backlog { stream, frames } => self.backlog(stream, frames),
                 Action::Deliver {
                     frame,
                     targets,
@@ -438,6 +440,36 @@ impl Shard {
                     notice,
                 },
             );
+        }
+    }
+
+    /// D11: a history backlog, queued here or sent to the stream's own core.
+    fn backlog(&self, stream: StreamId, frames: Vec<Delivered>) {
+        let owner = usize::from(stream.core());
+        if owner == self.link.core {
+            self.enqueue_backlog(stream, frames);
+        } else {
+            self.link
+                .router
+                .to_owner(owner, OwnerMsg::Backlog { stream, frames });
+        }
+    }
+
+    /// A backlog, each frame framed for the stream's carrier like a delivery.
+    fn enqueue_backlog(&self, stream: StreamId, frames: Vec<Delivered>) {
+        let Some(port) = self.link.port(stream) else {
+            return;
+        };
+        let memory = self.link.memory();
+        let messages = frames
+            .iter()
+            .filter_map(|delivered| {
+                Renditions::new(&delivered.frame, &delivered.facts, memory).for_port(&port)
+            })
+            .collect();
+        match port.enqueue_backlog(messages) {
+            Ok(()) => self.link.touched(&port),
+            Err(unread) => self.slow_consumer(&port, &unread),
         }
     }
 
@@ -512,33 +544,36 @@ impl Shard {
         notice: Option<WriteNotice>,
         read_at: Option<Instant>,
     ) {
-        let stream = port.id;
         match port.enqueue(message, notice, read_at) {
             Ok(Queued::Within) => self.link.touched(port),
             Ok(Queued::InSlack) => {
                 self.link.metrics().queue_slack.inc();
                 self.link.touched(port);
             }
-            Err(full) => {
-                self.link.metrics().queue_resets.inc();
-                if self.link.may_log() {
-                    tracing::debug!(%stream, peer = %port.peer(), %full, "slow consumer reset (R26)");
-                }
-                port.note_closing(Closing::SlowConsumer);
-                port.reset();
-                if port.end_unreported()
-                    && let Some(home) = port.home()
-                {
-                    port.mark_reported();
-                    self.link.router.to_home(
-                        home,
-                        HomeMsg::Closed {
-                            stream,
-                            cause: ClosedBy::QueueOverflow,
-                        },
-                    );
-                }
-            }
+            Err(full) => self.slow_consumer(port, &full),
+        }
+    }
+
+    /// Resets a stream that does not keep up (R26) and tells its home core.
+    fn slow_consumer(&self, port: &Port, why: &dyn std::fmt::Display) {
+        let stream = port.id;
+        self.link.metrics().queue_resets.inc();
+        if self.link.may_log() {
+            tracing::debug!(%stream, peer = %port.peer(), %why, "slow consumer reset (R26)");
+        }
+        port.note_closing(Closing::SlowConsumer);
+        port.reset();
+        if port.end_unreported()
+            && let Some(home) = port.home()
+        {
+            port.mark_reported();
+            self.link.router.to_home(
+                home,
+                HomeMsg::Closed {
+                    stream,
+                    cause: ClosedBy::QueueOverflow,
+                },
+            );
         }
     }
 

@@ -21,8 +21,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::{
-    Action, Arrival, ChunkFacts, CloseReason, Counter, Machine, Millis, PeerId, PeerLedger,
-    ProtocolConfig, StreamId, Targets, Violation, WriteNotice,
+    Action, Arrival, ChunkFacts, CloseReason, Counter, Delivered, Machine, Millis, PeerId,
+    PeerLedger, ProtocolConfig, StreamId, Targets, Violation, WriteNotice,
 };
 
 /// The peer at 10.0.0.`n`.
@@ -175,6 +175,21 @@ fn facts_of(frame: &Bytes) -> ChunkFacts {
         address: recovered.address,
         wrapped: recovered.cac_address,
         public_key: recovered.public_key,
+    }
+}
+
+/// D11: the history backlog of one stream, each frame with the facts recovered from its
+/// chunk here.
+pub fn backlog(stream: StreamId, frames: &[Bytes]) -> Action {
+    Action::Backlog {
+        stream,
+        frames: frames
+            .iter()
+            .map(|frame| Delivered {
+                frame: frame.clone(),
+                facts: Arc::new(facts_of(frame)),
+            })
+            .collect(),
     }
 }
 

@@ -8,6 +8,7 @@ mod machine_api;
 mod rules_bridge;
 mod rules_cohorts;
 mod rules_frames;
+mod rules_history;
 mod rules_roles;
 mod rules_roster;
 mod simulation;

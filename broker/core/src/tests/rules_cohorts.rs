@@ -12,8 +12,8 @@ use super::driver::{
     key, peer, sid, violation,
 };
 use crate::{
-    Action, CloseReason, ClosedBy, Counter, FullCause, PeerLedger, ProtocolConfig, RejectCause,
-    StreamId, Violation, WrongStream,
+    Action, CloseReason, ClosedBy, Counter, FullCause, HistoryPolicy, PeerLedger, ProtocolConfig,
+    RejectCause, StreamId, Violation, WrongStream,
 };
 
 #[test]
@@ -84,7 +84,11 @@ fn join_with(cohort: Option<CohortSpec>, addr: &[u8]) -> Bytes {
 
 #[test]
 fn r03_rejected_for_a_malformed_join_or_a_spec_outside_the_swip() {
-    let mut rig = Rig::new();
+    // D11: a broker may refuse history (R3); this one does.
+    let mut rig = Rig::with_config(ProtocolConfig {
+        history: HistoryPolicy::Refuse,
+        ..ProtocolConfig::default()
+    });
     let good = explicit(1, &key(1), false).to_pb();
     let addr = key(2).address();
     let with = |edit: &dyn Fn(&mut CohortSpec)| {

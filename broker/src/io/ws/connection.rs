@@ -234,7 +234,7 @@ fn bridge_route(link: &CoreLink, head: &RequestHead, topic: &str) -> Route {
         Ok(params) => params,
         Err(error) => return Route::Answer(Response::error(400, &error.to_string())),
     };
-    if params.spec.history && !link.settings().history_served {
+    if params.spec.history && !link.shared.history_served() {
         return Route::Answer(Response::error(
             400,
             "parameter \"history\": this broker does not serve history",
