@@ -1,4 +1,6 @@
-//! The admin HTTP endpoints: `/metrics`, `/healthz`, `/readyz` and `/cohortz`.
+//! The admin HTTP endpoints: `/metrics`, `/healthz`, `/readyz`, `/cohortz` and the bridge's
+//! topic list `/pubsub/` (BPS.md W8: it names peers, so it is here and not on the public
+//! WebSocket port, W10).
 //!
 //! Owns: the `AdminBackend` trait (what the I/O layer exposes to operators), `/cohortz`'s
 //! paging and sorting, and a small, bounded HTTP/1.1 server on plain std threads: one I/O
@@ -567,7 +569,10 @@ fn route(head: &[u8], backend: &dyn AdminBackend, state: &AdminState) -> Vec<u8>
         return response(400, "text/plain", &[], b"malformed request line\n");
     };
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    if !matches!(path, "/metrics" | "/healthz" | "/readyz" | "/cohortz") {
+    if !matches!(
+        path,
+        "/metrics" | "/healthz" | "/readyz" | "/cohortz" | "/pubsub/"
+    ) {
         return response(404, "text/plain", &[], b"not found\n");
     }
     if method != "GET" {
@@ -596,8 +601,47 @@ fn route(head: &[u8], backend: &dyn AdminBackend, state: &AdminState) -> Vec<u8>
                 response(503, "text/plain", &[], b"not ready\n")
             }
         }
+        "/pubsub/" => match backend.cohorts(deadline) {
+            None => response(
+                503,
+                "text/plain",
+                &[],
+                b"some core did not answer within timeouts.healthz_deadline_ms\n",
+            ),
+            Some(cohorts) => response(
+                200,
+                "application/json",
+                &[],
+                topics(&cohorts).to_string().as_bytes(),
+            ),
+        },
         _ => cohortz_response(query, backend, deadline),
     }
+}
+
+/// W8: the active topics with their cohort parameters, the broker's role in each and the
+/// connected peers (up to `SUMMARY_PEERS_MAX` of them, with the total).
+fn topics(cohorts: &[CohortSummary]) -> Value {
+    let mut listed: Vec<&CohortSummary> = cohorts.iter().collect();
+    listed.sort_by(|first, second| first.key.cmp(&second.key));
+    let topics: Vec<Value> = listed
+        .iter()
+        .map(|cohort| {
+            json!({
+                "topic": cohort.topic,
+                "binding": cohort.binding,
+                "admin": cohort.admin,
+                "publishers": (cohort.authorship == "all").then_some("all"),
+                "history": cohort.history,
+                "closed": cohort.closed,
+                "role": "broker",
+                "streams": cohort.streams.values().sum::<u64>(),
+                "peers_total": cohort.peers_total,
+                "peers": cohort.peers,
+            })
+        })
+        .collect();
+    json!({ "topics": topics })
 }
 
 fn cohortz_response(query: &str, backend: &dyn AdminBackend, deadline: Duration) -> Vec<u8> {

@@ -19,6 +19,8 @@
 //!   read and not consumed, `limits.frames_in_flight_per_core_max` per core;
 //! - cross-core lanes and overflows: `server.inbox_messages_max` and
 //!   `server.overflow_messages_max` messages per core and destination;
+//! - WebSocket sessions: each connection of the WebSocket listener may hold a request head
+//!   and a fragmented message being assembled (rendered bridge messages are frame memory);
 //! - cohorts: cursor tables, dedup windows and rosters, `limits.cohorts_max` of them;
 //! - the verification key caches, the peer ledger (blocklist, per-peer counts), metric
 //!   series of a scrape, the admin server's requests and responses, the log buffer;
@@ -89,6 +91,20 @@ pub const ADMIN_BYTES: u64 = 16 << 20;
 
 /// Log lines the non-blocking writer buffers at most, and their largest size.
 pub const LOG_BUFFER_BYTES: u64 = crate::lifecycle::LOG_BUFFERED_LINES_MAX as u64 * 1024;
+
+/// What a WebSocket connection may hold beyond a TCP one: its request head while it is
+/// read, the message its decoder assembles (a frame, or the largest bridge message), the
+/// inline headers of its write batch, and the session's own state.
+pub fn ws_connection_bytes(frame_bytes_max: usize, write_batch_frames_max: usize) -> u64 {
+    let message = frame_bytes_max.max(crate::io::BRIDGE_MESSAGE_BYTES_MAX);
+    to_u64(crate::io::WS_HEAD_BYTES_MAX)
+        + to_u64(message)
+        + to_u64(write_batch_frames_max) * to_u64(crate::io::PREFIX_BYTES_MAX)
+        + WS_SESSION_STATE_BYTES
+}
+
+/// A WebSocket session's own state: its bridge session, keepalive task and decoder.
+pub const WS_SESSION_STATE_BYTES: u64 = 1 << 10;
 
 /// The default budget, in percent of the host's memory.
 pub const DEFAULT_BUDGET_PERCENT_OF_HOST: u64 = 50;
@@ -255,6 +271,21 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
             bytes: overflow,
         },
         Term {
+            name: "WebSocket sessions",
+            keys: "ws.enabled, limits.connections_max, limits.frame_bytes_max, ws.static_dir",
+            bytes: if config.ws.enabled {
+                connections
+                    * ws_connection_bytes(limits.frame_bytes_max, server.write_batch_frames_max)
+                    + if config.ws.static_dir.is_empty() {
+                        0
+                    } else {
+                        crate::io::STATIC_BYTES_MAX
+                    }
+            } else {
+                0
+            },
+        },
+        Term {
             name: "cohorts",
             keys: "limits.cohorts_max, limits.cursors_per_cohort_max, limits.dedup_window_entries",
             bytes: cohorts * cohort_bytes,
@@ -347,6 +378,8 @@ mod tests {
         let mut config = BrokerConfig::default();
         config.limits.memory_bytes_max = 256 << 20;
         config.limits.connections_max = 200_000;
+        // Without the WebSocket listener, whose per-connection term would be the largest.
+        config.ws.enabled = false;
         let budget = MemoryBudget::of(&config, 2, 2, 64 << 30);
         assert!(!budget.fits());
         let message = budget.refusal();

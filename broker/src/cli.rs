@@ -63,6 +63,9 @@ pub struct ConfigArgs {
     /// Admin HTTP listen address (server.admin_listen; default 127.0.0.1:1638).
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
+    /// WebSocket listen address (ws.listen; default 0.0.0.0:1639).
+    #[arg(long, value_name = "ADDR")]
+    pub ws_listen: Option<SocketAddr>,
     /// Cores to run on (server.cores; 0 = all available).
     #[arg(long, value_name = "N")]
     pub cores: Option<usize>,
@@ -80,6 +83,7 @@ impl ConfigArgs {
             sets: self.sets.clone(),
             listen: self.listen,
             admin_listen: self.admin_listen,
+            ws_listen: self.ws_listen,
             cores: self.cores,
         }
     }

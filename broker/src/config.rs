@@ -13,7 +13,8 @@
 //! overwrites the keys it names (an unknown section or key is an error naming it), and the
 //! result is deserialized once. Override values from env and `--set` are parsed as TOML
 //! scalars (`64`, `true`, `"x"`) and fall back to a plain string (`0.0.0.0:1637`, `prefer`);
-//! a key whose default is a string always takes the text as written.
+//! a key whose default is a string always takes the text as written, and a list key takes a
+//! TOML array (`["a", "b"]`) or a comma-separated list (`a,b`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -54,6 +55,8 @@ pub struct BrokerConfig {
     pub verify: VerifyConfig,
     /// Logging.
     pub log: LogConfig,
+    /// The WebSocket listener: the native endpoint and the SWIP-60 bridge (BPS.md section 9).
+    pub ws: WsConfig,
 }
 
 /// `[server]`: sockets, cores, the I/O driver and process-level bounds. None is reloadable.
@@ -176,6 +179,9 @@ pub struct LimitsConfig {
     /// Missed Join deadlines per peer before it is blocklisted for
     /// `timeouts.blocklist_join_timeout_ms`.
     pub join_timeouts_per_peer_max: usize,
+    /// W11: bridge sessions without `addr` one peer may hold on all cohorts together (they
+    /// are outside R33, so viewers behind one NAT are not refused at the third tab).
+    pub spectator_sessions_per_peer_max: usize,
     /// Cohorts exported with series of their own (the largest by subscribers); the rest are
     /// summed, so a scrape stays bounded whatever the number of cohorts.
     pub cohort_series_max: usize,
@@ -210,6 +216,7 @@ impl Default for LimitsConfig {
             dropped_frames_per_stream_per_s_max: protocol.dropped_frames_per_stream_per_s_max,
             prejoin_connections_per_peer_max: protocol.prejoin_connections_per_peer_max,
             join_timeouts_per_peer_max: protocol.join_timeouts_per_peer_max,
+            spectator_sessions_per_peer_max: protocol.spectator_sessions_per_peer_max,
             cohort_series_max: 100,
             memory_bytes_max: 0,
             frame_memory_bytes_max: 512 << 20,
@@ -326,6 +333,59 @@ pub enum LogFormat {
     Json,
 }
 
+/// `[ws]`: the WebSocket listener (docs/WEBSOCKET.md). None is reloadable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WsConfig {
+    /// Serve WebSocket sessions at all.
+    pub enabled: bool,
+    /// The WebSocket listener, one per core like `server.listen`; 1639 follows the BPS port
+    /// (1637) and the admin port (1638).
+    #[serde(with = "socket_addr")]
+    pub listen: SocketAddr,
+    /// Origins a browser session may come from (`scheme://host[:port]`); empty or `"*"`
+    /// allows any (BPS.md W10: the API carries no ambient credentials). A request without
+    /// an `Origin` header (not a browser) is always allowed.
+    pub allowed_origins: Vec<String>,
+    /// Reverse proxies (IP addresses) whose `X-Forwarded-For` names the real peer; the peer
+    /// of a connection from any other address is that address (R32, R33, R39, W11).
+    pub trusted_proxies: Vec<String>,
+    /// Period of the broker's pings on a native session (a bridge session uses its
+    /// `swarm-keep-alive`, W7), so proxies and NATs keep an idle session open.
+    pub ping_interval_ms: u64,
+    /// A session that sends nothing at all (not even a pong) for this long is closed, so a
+    /// vanished browser frees its slot even behind a proxy that keeps the TCP connection.
+    pub idle_deadline_ms: u64,
+    /// A directory whose files the listener serves at `GET /` and below (the demo page);
+    /// empty serves none. Read once at start, at most 16 MiB.
+    pub static_dir: String,
+}
+
+impl Default for WsConfig {
+    fn default() -> WsConfig {
+        WsConfig {
+            enabled: true,
+            listen: SocketAddr::from(([0, 0, 0, 0], 1639)),
+            allowed_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
+            ping_interval_ms: 30_000,
+            idle_deadline_ms: 90_000,
+            static_dir: String::new(),
+        }
+    }
+}
+
+impl WsConfig {
+    /// The trusted proxies, parsed (`validate` reports the ones that do not parse).
+    #[must_use]
+    pub fn trusted_proxy_ips(&self) -> Vec<std::net::IpAddr> {
+        self.trusted_proxies
+            .iter()
+            .filter_map(|text| text.parse().ok())
+            .collect()
+    }
+}
+
 /// Serde for socket addresses with an error that says what a valid value looks like.
 mod socket_addr {
     use std::net::SocketAddr;
@@ -395,6 +455,8 @@ pub struct ConfigSources {
     pub listen: Option<SocketAddr>,
     /// `--admin-listen ADDR`.
     pub admin_listen: Option<SocketAddr>,
+    /// `--ws-listen ADDR`.
+    pub ws_listen: Option<SocketAddr>,
     /// `--cores N`.
     pub cores: Option<usize>,
 }
@@ -591,6 +653,14 @@ impl Layers {
                 Origin::Flag("--admin-listen"),
             );
         }
+        if let Some(ws_listen) = sources.ws_listen {
+            self.set(
+                "ws",
+                "listen",
+                Value::String(ws_listen.to_string()),
+                Origin::Flag("--ws-listen"),
+            );
+        }
         if let Some(cores) = sources.cores {
             let value = i64::try_from(cores)
                 .map_or_else(|_| Value::String(cores.to_string()), Value::Integer);
@@ -621,6 +691,7 @@ impl Layers {
                 "timeouts" => check_section::<TimeoutsConfig>(single),
                 "verify" => check_section::<VerifyConfig>(single),
                 "log" => check_section::<LogConfig>(single),
+                "ws" => check_section::<WsConfig>(single),
                 _ => Ok(()),
             };
             if let Err(message) = result {
@@ -661,6 +732,15 @@ fn parse_override(text: &str, default: &Value) -> Value {
         .ok()
         .and_then(|mut table| table.remove("value"));
     match (parsed, default) {
+        (Some(list @ Value::Array(_)), Value::Array(_)) => list,
+        // A list key also takes `a,b` (what a shell-friendly --set or env value looks like).
+        (_, Value::Array(_)) => Value::Array(
+            text.split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(|item| Value::String(item.to_owned()))
+                .collect(),
+        ),
         (Some(Value::String(string)), _) => Value::String(string),
         (_, Value::String(_)) => Value::String(text.to_owned()),
         (Some(value @ (Value::Integer(_) | Value::Float(_) | Value::Boolean(_))), _) => value,
@@ -829,6 +909,7 @@ impl BrokerConfig {
             prejoin_connections_per_peer_max: limits.prejoin_connections_per_peer_max,
             join_timeouts_per_peer_max: limits.join_timeouts_per_peer_max,
             blocklist_join_timeout_ms: timeouts.blocklist_join_timeout_ms,
+            spectator_sessions_per_peer_max: limits.spectator_sessions_per_peer_max,
             // D11: history replay is not served yet; Joins asking for it are REJECTED.
             history_enabled: false,
         }
@@ -930,6 +1011,7 @@ impl BrokerConfig {
                 ),
             ));
         }
+        errors.extend(self.ws_errors());
         if self.verify.batch_wait_us > bps_verify::pool::BATCH_WAIT_US_MAX {
             errors.push(ConfigError::new(
                 "verify.batch_wait_us",
@@ -958,6 +1040,68 @@ impl BrokerConfig {
                 Some(quote(&self.log.level)),
                 format!(
                     "expected a tracing filter such as info or bps_broker=debug,warn ({error})"
+                ),
+            ));
+        }
+        errors
+    }
+}
+
+impl BrokerConfig {
+    /// The problems of the `[ws]` section.
+    fn ws_errors(&self) -> Vec<ConfigError> {
+        let ws = &self.ws;
+        let mut errors = Vec::new();
+        if !ws.enabled {
+            return errors;
+        }
+        for (other, name) in [
+            (self.server.listen, "server.listen"),
+            (self.server.admin_listen, "server.admin_listen"),
+        ] {
+            if addresses_collide(ws.listen, other) {
+                errors.push(ConfigError::new(
+                    "ws.listen",
+                    Some(quote(&ws.listen.to_string())),
+                    format!("expected a port other than {name}'s ({other})"),
+                ));
+            }
+        }
+        for proxy in &ws.trusted_proxies {
+            if proxy.parse::<std::net::IpAddr>().is_err() {
+                errors.push(ConfigError::new(
+                    "ws.trusted_proxies",
+                    Some(quote(proxy)),
+                    "expected IP addresses such as \"127.0.0.1\" or \"::1\"",
+                ));
+            }
+        }
+        for origin in &ws.allowed_origins {
+            let well_formed = origin == "*"
+                || ((origin.starts_with("http://") || origin.starts_with("https://"))
+                    && !origin.ends_with('/'));
+            if !well_formed {
+                errors.push(ConfigError::new(
+                    "ws.allowed_origins",
+                    Some(quote(origin)),
+                    "expected \"*\" or origins such as \"https://app.example\" (scheme://host[:port], no path)",
+                ));
+            }
+        }
+        if ws.ping_interval_ms < 1 {
+            errors.push(ConfigError::new(
+                "ws.ping_interval_ms",
+                Some(ws.ping_interval_ms.to_string()),
+                "expected >= 1",
+            ));
+        }
+        if ws.idle_deadline_ms <= ws.ping_interval_ms {
+            errors.push(ConfigError::new(
+                "ws.idle_deadline_ms",
+                Some(ws.idle_deadline_ms.to_string()),
+                format!(
+                    "expected more than ws.ping_interval_ms ({}): a session answers pings",
+                    ws.ping_interval_ms
                 ),
             ));
         }

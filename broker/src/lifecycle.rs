@@ -47,6 +47,8 @@ pub const LOG_BUFFERED_LINES_MAX: usize = 16_384;
 pub trait Service {
     /// The BPS listen address actually bound.
     fn listen_addr(&self) -> SocketAddr;
+    /// The WebSocket listen address actually bound, when `ws.enabled`.
+    fn ws_addr(&self) -> Option<SocketAddr>;
     /// What the admin endpoints read.
     fn admin_backend(&self) -> Arc<dyn AdminBackend>;
     /// Applies the reloadable keys of `config` (whose worst case is `budget`) on every core,
@@ -647,10 +649,18 @@ where
     summary
 }
 
-/// The machine-parseable start line tests and scripts read from stderr.
+/// The machine-parseable start line tests and scripts read from stderr (`ws=off` when the
+/// WebSocket listener is disabled).
 #[must_use]
-pub fn listening_line(listen: SocketAddr, admin: SocketAddr, driver: &str, cores: usize) -> String {
-    format!("bps-broker listening listen={listen} admin={admin} driver={driver} cores={cores}")
+pub fn listening_line(
+    (listen, admin, ws): (SocketAddr, SocketAddr, Option<SocketAddr>),
+    driver: &str,
+    cores: usize,
+) -> String {
+    let ws = ws.map_or_else(|| "off".to_owned(), |ws| ws.to_string());
+    format!(
+        "bps-broker listening listen={listen} admin={admin} ws={ws} driver={driver} cores={cores}"
+    )
 }
 
 /// Everything `run` needs from `main.rs`: how to start the broker with a configuration and
@@ -734,8 +744,7 @@ pub fn run<S: Service>(sources: &ConfigSources, start: Start<S>) -> u8 {
         }
     };
     let line = listening_line(
-        service.listen_addr(),
-        admin.local_addr(),
+        (service.listen_addr(), admin.local_addr(), service.ws_addr()),
         service.driver(),
         service.cores(),
     );
@@ -971,12 +980,15 @@ mod tests {
     fn listening_line_is_stable() {
         assert_eq!(
             listening_line(
-                SocketAddr::from(([127, 0, 0, 1], 5)),
-                SocketAddr::from(([127, 0, 0, 1], 6)),
+                (
+                    SocketAddr::from(([127, 0, 0, 1], 5)),
+                    SocketAddr::from(([127, 0, 0, 1], 6)),
+                    Some(SocketAddr::from(([127, 0, 0, 1], 7)))
+                ),
                 "epoll",
                 2
             ),
-            "bps-broker listening listen=127.0.0.1:5 admin=127.0.0.1:6 driver=epoll cores=2"
+            "bps-broker listening listen=127.0.0.1:5 admin=127.0.0.1:6 ws=127.0.0.1:7 driver=epoll cores=2"
         );
     }
 }

@@ -66,6 +66,10 @@ impl Service for IoService {
         self.0.listen_addr()
     }
 
+    fn ws_addr(&self) -> Option<SocketAddr> {
+        self.0.ws_addr()
+    }
+
     fn admin_backend(&self) -> Arc<dyn AdminBackend> {
         self.0.admin_backend()
     }

@@ -234,6 +234,29 @@ impl PerTransport {
     }
 }
 
+/// HTTP statuses the WebSocket listener answers with (besides 101), in export order; any
+/// other is counted as `other`.
+pub const WS_HTTP_STATUSES: [u16; 14] = [
+    200, 204, 400, 403, 404, 405, 409, 411, 413, 422, 426, 429, 431, 503,
+];
+/// Close codes of the sessions the WebSocket carrier itself ends (faults of the peer and
+/// idle sessions; closes the machine decides are counted by the protocol counters), in
+/// export order.
+pub const WS_CARRIER_CLOSES: [u16; 6] = [1002, 1003, 1007, 1008, 1009, 4010];
+/// The endpoints of the WebSocket listener, in export order.
+pub const WS_ENDPOINTS: [&str; 2] = ["native", "bridge"];
+
+/// The WebSocket carrier's counters of one core.
+#[derive(Debug, Default)]
+pub struct WsMetrics {
+    /// Upgrades, per endpoint.
+    pub upgrades: [Counter; WS_ENDPOINTS.len()],
+    /// HTTP answers, per status (the last is `other`).
+    pub http_answers: [Counter; WS_HTTP_STATUSES.len() + 1],
+    /// Sessions the carrier closed, per close code (the last is `other`).
+    pub carrier_closes: [Counter; WS_CARRIER_CLOSES.len() + 1],
+}
+
 /// The instruments of one core. Shared by `Arc` with the scraper; only the owning core writes.
 /// Aligned to two cache lines so that two cores' instruments never share a line.
 #[derive(Debug)]
@@ -317,6 +340,11 @@ pub struct CoreMetrics {
     pub read_paused_memory: Counter,
     /// Log lines peers triggered beyond `log.peer_lines_per_s_max`, not written.
     pub log_lines_suppressed: Counter,
+    /// W11: data messages from bridge sessions without `addr`, each of which closed its
+    /// session.
+    pub ws_spectator_sends: Counter,
+    /// The WebSocket carrier's labelled counters.
+    pub ws: WsMetrics,
 }
 
 impl Default for CoreMetrics {
@@ -358,6 +386,8 @@ impl Default for CoreMetrics {
             read_paused_overflow: Counter::default(),
             read_paused_memory: Counter::default(),
             log_lines_suppressed: Counter::default(),
+            ws_spectator_sends: Counter::default(),
+            ws: WsMetrics::default(),
         }
     }
 }
@@ -393,6 +423,31 @@ impl CoreMetrics {
         self.connections_open.dec();
     }
 
+    /// A WebSocket upgrade on `endpoint` (one of `WS_ENDPOINTS`).
+    pub fn ws_upgrade(&self, endpoint: &str) {
+        if let Some(index) = WS_ENDPOINTS.iter().position(|known| *known == endpoint) {
+            self.ws.upgrades[index].inc();
+        }
+    }
+
+    /// An HTTP answer of the WebSocket listener.
+    pub fn ws_http_answer(&self, status: u16) {
+        let index = WS_HTTP_STATUSES
+            .iter()
+            .position(|known| *known == status)
+            .unwrap_or(WS_HTTP_STATUSES.len());
+        self.ws.http_answers[index].inc();
+    }
+
+    /// A session the WebSocket carrier closed with `code`.
+    pub fn ws_closed(&self, code: u16) {
+        let index = WS_CARRIER_CLOSES
+            .iter()
+            .position(|known| *known == code)
+            .unwrap_or(WS_CARRIER_CLOSES.len());
+        self.ws.carrier_closes[index].inc();
+    }
+
     /// A frame was read.
     pub fn frame_in(&self, transport: Transport) {
         self.frames_in.inc();
@@ -407,7 +462,7 @@ impl CoreMetrics {
     }
 
     /// The counters with their exported names (without `bps_` and `_total`) and help texts.
-    fn counters(&self) -> [(&'static str, &'static str, &Counter); 23] {
+    fn counters(&self) -> [(&'static str, &'static str, &Counter); 24] {
         [
             (
                 "connections_accepted",
@@ -503,6 +558,11 @@ impl CoreMetrics {
                 "log_lines_suppressed",
                 "Peer-triggered log lines beyond log.peer_lines_per_s_max, not written.",
                 &self.log_lines_suppressed,
+            ),
+            (
+                "ws_spectator_sends",
+                "Data messages from WebSocket bridge sessions without addr (W11); each closed its session and blocklisted nobody.",
+                &self.ws_spectator_sends,
             ),
         ]
     }
@@ -894,6 +954,7 @@ pub fn render_prometheus(
 
     render_core_counters(&mut out, cores);
     render_transports(&mut out, cores);
+    render_ws(&mut out, cores);
     render_core_gauges(&mut out, cores);
     render_core_histograms(&mut out, cores);
     render_protocol(&mut out, protocol);
@@ -928,6 +989,55 @@ fn render_transports(out: &mut String, cores: &[Arc<CoreMetrics>]) {
                 &total.to_string(),
             );
         }
+    }
+}
+
+/// The WebSocket carrier's labelled counters, summed over cores.
+fn render_ws(out: &mut String, cores: &[Arc<CoreMetrics>]) {
+    let sum = |pick: &dyn Fn(&CoreMetrics) -> u64| {
+        cores
+            .iter()
+            .fold(0_u64, |total, core| total.wrapping_add(pick(core)))
+    };
+    let name = "bps_ws_upgrades_total";
+    family(out, name, "counter", "WebSocket upgrades, by endpoint.");
+    for (index, endpoint) in WS_ENDPOINTS.iter().enumerate() {
+        let total = sum(&|core| core.ws.upgrades[index].get());
+        line(out, name, &[("endpoint", endpoint)], &total.to_string());
+    }
+    let name = "bps_ws_http_answers_total";
+    family(
+        out,
+        name,
+        "counter",
+        "HTTP answers of the WebSocket listener other than an upgrade, by status.",
+    );
+    let statuses = WS_HTTP_STATUSES.map(|status| status.to_string());
+    for (index, status) in statuses
+        .iter()
+        .map(String::as_str)
+        .chain(["other"])
+        .enumerate()
+    {
+        let total = sum(&|core| core.ws.http_answers[index].get());
+        line(out, name, &[("status", status)], &total.to_string());
+    }
+    let name = "bps_ws_carrier_closes_total";
+    family(
+        out,
+        name,
+        "counter",
+        "WebSocket sessions the carrier closed (peer faults, idle sessions), by close code.",
+    );
+    let codes = WS_CARRIER_CLOSES.map(|code| code.to_string());
+    for (index, code) in codes
+        .iter()
+        .map(String::as_str)
+        .chain(["other"])
+        .enumerate()
+    {
+        let total = sum(&|core| core.ws.carrier_closes[index].get());
+        line(out, name, &[("code", code)], &total.to_string());
     }
 }
 

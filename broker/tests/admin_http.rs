@@ -82,6 +82,8 @@ impl AdminBackend for Fake {
                         joined_ms: 1,
                         revoked: false,
                         frames_held: 0,
+                        transport: "tcp",
+                        anonymous: false,
                     })
                     .collect(),
                 summary,
@@ -186,6 +188,8 @@ fn cohort(key: &[u8], subscribers: usize) -> CohortSummary {
         dedup_entries: 0,
         subscribers,
         streams: [("spectator", subscribers as u64)].into_iter().collect(),
+        peers_total: 1,
+        peers: vec!["127.0.0.1".to_owned()],
         counters: [("retransmit", 1)].into_iter().collect(),
     }
 }

@@ -339,3 +339,46 @@ fn reload_diff_classifies_changes() {
     // Applying keeps every restart-only key and takes every reloadable one.
     assert_eq!(apply_reloadable(&old, &restart), reloadable);
 }
+
+#[test]
+fn list_keys_take_a_toml_array_or_a_comma_separated_list_and_bad_entries_are_named() {
+    for text in [
+        r#"["https://a.example", "https://b.example"]"#,
+        "https://a.example, https://b.example",
+    ] {
+        let config = BrokerConfig::load(&sources(None, &[("ws.allowed_origins", text)]), NO_ENV)
+            .expect("a valid list");
+        assert_eq!(
+            config.ws.allowed_origins,
+            vec![
+                "https://a.example".to_owned(),
+                "https://b.example".to_owned()
+            ],
+            "{text}"
+        );
+    }
+    let config = BrokerConfig::load(
+        &sources(
+            None,
+            &[
+                ("ws.trusted_proxies", "10.0.0.1,nonsense"),
+                ("ws.allowed_origins", "app.example"),
+            ],
+        ),
+        NO_ENV,
+    )
+    .expect("lists load");
+    let errors = messages(&config.validate());
+    assert!(
+        errors
+            .iter()
+            .any(|error| error.contains("ws.trusted_proxies") && error.contains("nonsense")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|error| error.contains("ws.allowed_origins") && error.contains("app.example")),
+        "{errors:?}"
+    );
+}

@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bps_core::{Action, Machine, Millis, PeerId, PeerLedger, ProtocolConfig, StreamId};
+use bps_core::{Action, Arrival, Machine, Millis, PeerId, PeerLedger, ProtocolConfig, StreamId};
 use bps_proto::{Ack, Binding, Broadcast, Frame, Kind, Spec, next_frame, session_chunk_id};
 use bps_verify::{Expect, SigningKey, Verified};
 use bytes::{Bytes, BytesMut};
@@ -85,13 +85,23 @@ fn run(subscribers: u64) -> (f64, f64) {
     let mut actions = Vec::new();
     let publisher = StreamId::new(0, 0);
     let join = |addr| Frame::encode(&spec.to_join(&addr));
-    machine.on_join(Millis(0), peer, publisher, join(admin.address()));
+    machine.on_join(
+        Millis(0),
+        publisher,
+        Arrival::declared(peer, "tcp"),
+        join(admin.address()),
+    );
     machine.drain_actions(&mut actions);
     let challenge = challenge_of(&actions, publisher);
     for n in 1..=subscribers {
         let mut addr = [0u8; 20];
         addr[..8].copy_from_slice(&n.to_be_bytes());
-        machine.on_join(Millis(0), peer, StreamId::new(1, n), join(addr));
+        machine.on_join(
+            Millis(0),
+            StreamId::new(1, n),
+            Arrival::declared(peer, "tcp"),
+            join(addr),
+        );
     }
     actions.clear();
     machine.drain_actions(&mut actions);

@@ -7,9 +7,10 @@
 //! order the actions were drained.
 
 use std::fmt;
+use std::sync::Arc;
 
-use bps_proto::RejectReason;
-use bps_verify::{SocError, VerifyError, VerifyRequest};
+use bps_proto::{Address, Hash, RejectReason};
+use bps_verify::{CompressedKey, SocError, Verified, VerifyError, VerifyRequest};
 use bytes::Bytes;
 
 use super::counters::Counter;
@@ -30,8 +31,14 @@ pub enum Action {
     },
     /// Queue the same encoded frame on every stream of `targets.all` except those in
     /// `targets.except` (both ascending, so grouped by core; `except` holds the publishing
-    /// identity's streams, R25, and streams that get the frame on their own).
-    Deliver { frame: Bytes, targets: Targets },
+    /// identity's streams, R25, and streams that get the frame on their own). `facts` are
+    /// what verification established about its chunk, for carriers that deliver fields of
+    /// it rather than the frame (the WebSocket bridge, BPS.md W6).
+    Deliver {
+        frame: Bytes,
+        targets: Targets,
+        facts: Arc<ChunkFacts>,
+    },
     /// Verify a chunk and report the result through `on_verified(ticket, ..)`.
     Verify {
         ticket: Ticket,
@@ -49,6 +56,30 @@ pub enum Action {
     Blocklist { peer: PeerId, until: Millis },
     /// Call `on_tick` at (or after) `at`; replaces any later timer asked for before.
     ArmTimer { at: Millis },
+}
+
+/// What verification established about an accepted chunk, beyond its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkFacts {
+    /// The recovered signer.
+    pub owner: Address,
+    /// The SOC address `keccak256(id ‖ owner)`.
+    pub address: Hash,
+    /// The wrapped CAC's address.
+    pub wrapped: Hash,
+    /// The signer's key, compressed.
+    pub public_key: CompressedKey,
+}
+
+impl From<&Verified> for ChunkFacts {
+    fn from(verified: &Verified) -> ChunkFacts {
+        ChunkFacts {
+            owner: verified.owner,
+            address: verified.address,
+            wrapped: verified.wrapped,
+            public_key: verified.public_key,
+        }
+    }
 }
 
 /// Why the machine closes a stream.
@@ -128,6 +159,8 @@ pub enum RejectCause {
     Invalid(RejectReason),
     /// `history = true` and the broker does not serve history (D11).
     HistoryRefused,
+    /// W11: an anonymous spectator session of a closed cohort, which has no audience.
+    AnonymousInClosed,
 }
 
 impl fmt::Display for RejectCause {
@@ -136,6 +169,9 @@ impl fmt::Display for RejectCause {
             RejectCause::Undecodable => f.write_str("the first frame is not a Join"),
             RejectCause::Invalid(reason) => write!(f, "{reason}"),
             RejectCause::HistoryRefused => f.write_str("history is not served"),
+            RejectCause::AnonymousInClosed => {
+                f.write_str("a closed cohort has no audience: join with an addr")
+            }
         }
     }
 }
@@ -153,6 +189,8 @@ pub enum FullCause {
     PeerCohorts,
     /// R33: streams per peer per cohort.
     PeerStreams,
+    /// W11: anonymous spectator sessions per peer.
+    PeerAnonymousSessions,
 }
 
 impl fmt::Display for FullCause {
@@ -163,6 +201,7 @@ impl fmt::Display for FullCause {
             FullCause::Cohorts => "cohorts per broker (R31)",
             FullCause::PeerCohorts => "cohorts per peer (R32)",
             FullCause::PeerStreams => "streams per peer per cohort (R33)",
+            FullCause::PeerAnonymousSessions => "anonymous sessions per peer (W11)",
         })
     }
 }

@@ -39,6 +39,8 @@ pub(crate) struct Cohort {
     /// Publisher streams per address, oldest claim first (R29).
     pub publishers_by_addr: HashMap<Address, VecDeque<StreamId>>,
     pub streams_by_peer: HashMap<PeerId, usize>,
+    /// Of `streams_by_peer`, the anonymous sessions (W11), which R33 does not count.
+    pub anonymous_by_peer: HashMap<PeerId, usize>,
     /// Streams counted against R30 (all but those that joined pending).
     pub counted: usize,
     /// Streams currently pending.
@@ -73,6 +75,7 @@ impl Cohort {
             streams_by_addr: HashMap::new(),
             publishers_by_addr: HashMap::new(),
             streams_by_peer: HashMap::new(),
+            anonymous_by_peer: HashMap::new(),
             counted: 0,
             pending: 0,
             cursors: CursorTable::new(config.cursors_per_cohort_max),
@@ -113,6 +116,11 @@ impl Cohort {
         self.streams_by_peer.get(&peer).copied().unwrap_or(0)
     }
 
+    /// Anonymous sessions `peer` holds here.
+    pub fn anonymous_of_peer(&self, peer: PeerId) -> usize {
+        self.anonymous_by_peer.get(&peer).copied().unwrap_or(0)
+    }
+
     /// Adds a stream in its initial role. Returns true when it is its peer's first here.
     pub fn attach(&mut self, id: StreamId, stream: &Stream) -> bool {
         assert_eq!(
@@ -127,6 +135,9 @@ impl Cohort {
         let peer_streams = self.streams_by_peer.entry(stream.peer).or_insert(0);
         *peer_streams += 1;
         let first_of_peer = *peer_streams == 1;
+        if stream.anonymous {
+            *self.anonymous_by_peer.entry(stream.peer).or_insert(0) += 1;
+        }
         if !stream.exempt {
             self.counted += 1;
         }
@@ -151,6 +162,16 @@ impl Cohort {
         same_addr.retain(|other| *other != id);
         if same_addr.is_empty() {
             self.streams_by_addr.remove(&stream.addr);
+        }
+        if stream.anonymous {
+            let anonymous = self
+                .anonymous_by_peer
+                .get_mut(&stream.peer)
+                .expect("anonymous sessions of the peer");
+            *anonymous -= 1;
+            if *anonymous == 0 {
+                self.anonymous_by_peer.remove(&stream.peer);
+            }
         }
         let peer_streams = self
             .streams_by_peer

@@ -67,6 +67,10 @@ pub struct ProtocolConfig {
     /// Blocklist duration after a peer missed `join_timeouts_per_peer_max` Join deadlines;
     /// 0 disables.
     pub blocklist_join_timeout_ms: u64,
+    /// W11: anonymous spectator sessions (bridge sessions without `addr`) one peer may hold
+    /// on all cohorts together; they are outside R33, so that many viewers behind one NAT
+    /// are not refused at the third tab, and this bounds what one address can hold instead.
+    pub spectator_sessions_per_peer_max: usize,
     /// D11: serve `history = true`. Not implemented yet, so it must stay false and such
     /// Joins are REJECTED.
     pub history_enabled: bool,
@@ -96,6 +100,7 @@ impl Default for ProtocolConfig {
             prejoin_connections_per_peer_max: 16,
             join_timeouts_per_peer_max: 4,
             blocklist_join_timeout_ms: 60_000,
+            spectator_sessions_per_peer_max: 256,
             history_enabled: false,
         }
     }
@@ -129,7 +134,7 @@ impl ProtocolConfig {
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
         let mut errors = Vec::new();
-        let at_least_one: [(&'static str, usize); 12] = [
+        let at_least_one: [(&'static str, usize); 13] = [
             ("streams_per_cohort_max", self.streams_per_cohort_max),
             (
                 "pending_streams_per_cohort_max",
@@ -159,6 +164,10 @@ impl ProtocolConfig {
             (
                 "join_timeouts_per_peer_max",
                 self.join_timeouts_per_peer_max,
+            ),
+            (
+                "spectator_sessions_per_peer_max",
+                self.spectator_sessions_per_peer_max,
             ),
         ];
         for (key, value) in at_least_one {

@@ -28,6 +28,7 @@ struct Bounds {
     prejoin_connections_per_peer_max: usize,
     join_timeouts_per_peer_max: usize,
     blocklist_join_timeout_ms: u64,
+    spectator_sessions_per_peer_max: usize,
 }
 
 impl Bounds {
@@ -39,6 +40,7 @@ impl Bounds {
             prejoin_connections_per_peer_max: config.prejoin_connections_per_peer_max,
             join_timeouts_per_peer_max: config.join_timeouts_per_peer_max,
             blocklist_join_timeout_ms: config.blocklist_join_timeout_ms,
+            spectator_sessions_per_peer_max: config.spectator_sessions_per_peer_max,
         }
     }
 }
@@ -62,6 +64,8 @@ struct LedgerState {
     expiries: BinaryHeap<Reverse<(Millis, PeerId)>>,
     /// Connections per peer that have not sent their Join yet.
     prejoin: HashMap<PeerId, usize>,
+    /// Anonymous spectator sessions per peer (W11).
+    anonymous: HashMap<PeerId, usize>,
     /// Missed Join deadlines per peer, and the peers in the order of their first strike
     /// (entries whose strikes were cleared or renewed are skipped when they reach the front).
     strikes: HashMap<PeerId, Strikes>,
@@ -87,6 +91,8 @@ pub struct LedgerSnapshot {
     pub prejoin_connections: usize,
     /// Peers with missed Join deadlines on record.
     pub peers_with_join_timeouts: usize,
+    /// Anonymous spectator sessions (W11), all peers together.
+    pub anonymous_sessions: usize,
 }
 
 impl PeerLedger {
@@ -101,6 +107,7 @@ impl PeerLedger {
                 blocked_until: HashMap::new(),
                 expiries: BinaryHeap::new(),
                 prejoin: HashMap::new(),
+                anonymous: HashMap::new(),
                 strikes: HashMap::new(),
                 strike_order: VecDeque::new(),
             }),
@@ -233,6 +240,35 @@ impl PeerLedger {
         }
     }
 
+    /// Counts one more anonymous spectator session of `peer` (W11); false when it already
+    /// holds `spectator_sessions_per_peer_max` of them.
+    pub fn try_enter_anonymous(&self, peer: PeerId) -> bool {
+        let mut state = self.state();
+        let max = state.bounds.spectator_sessions_per_peer_max;
+        let count = state.anonymous.entry(peer).or_insert(0);
+        if *count >= max {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// A session counted by `try_enter_anonymous` ended.
+    ///
+    /// # Panics
+    /// If `peer` has no such session.
+    pub fn leave_anonymous(&self, peer: PeerId) {
+        let mut state = self.state();
+        let count = state
+            .anonymous
+            .get_mut(&peer)
+            .expect("peer leaves an anonymous session it never entered");
+        *count -= 1;
+        if *count == 0 {
+            state.anonymous.remove(&peer);
+        }
+    }
+
     /// `peer` missed a Join deadline at `now`. At `join_timeouts_per_peer_max` strikes within
     /// one `blocklist_join_timeout_ms` it is blocklisted for that long; the time it is blocked
     /// until is returned then.
@@ -313,6 +349,7 @@ impl PeerLedger {
             peers_blocked: state.blocked_until.len(),
             prejoin_connections: state.prejoin.values().sum(),
             peers_with_join_timeouts: state.strikes.len(),
+            anonymous_sessions: state.anonymous.values().sum(),
         }
     }
 

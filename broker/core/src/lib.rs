@@ -37,12 +37,14 @@
 //!   layer refuses them by the blocklist at their next connection.
 
 pub mod action;
+pub mod arrival;
 pub mod config;
 pub mod counters;
 pub mod fanout;
 pub mod ids;
 pub mod ledger;
 pub mod machine;
+pub mod relay;
 pub mod snapshot;
 pub mod time;
 
@@ -60,14 +62,17 @@ pub mod sim;
 mod tests;
 
 pub use action::{
-    Action, CloseReason, ClosedBy, FullCause, InvalidSoc, RejectCause, Violation, WrongStream,
+    Action, ChunkFacts, CloseReason, ClosedBy, FullCause, InvalidSoc, RejectCause, Violation,
+    WrongStream,
 };
+pub use arrival::Arrival;
 pub use config::{ConfigError, ProtocolConfig};
 pub use counters::{CohortCounters, CohortLabel, Counter, CounterRegistry, CounterSet};
 pub use fanout::Targets;
 pub use ids::{PeerId, StreamId, Ticket, WriteNotice};
 pub use ledger::{LedgerSnapshot, PeerLedger};
 pub use machine::Machine;
+pub use relay::RelayOutcome;
 pub use snapshot::{CohortStreams, CohortSummary, StreamSnapshot};
 pub use stream::Role;
 pub use time::Millis;

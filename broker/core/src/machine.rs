@@ -23,14 +23,16 @@ use bps_proto::{
     Ack, Address, Authorship, Binding, CohortKey, Frame, Hash, Status, ValidJoin, decode_join,
     decode_roster, encode_frame, validate_join,
 };
-use bps_verify::{Verified, VerifyError};
+use bps_verify::{Verified, VerifyError, VerifyRequest};
 use bytes::Bytes;
 use rand::RngCore;
 use rand::rngs::StdRng;
 
 use super::action::{
-    Action, CloseReason, ClosedBy, FullCause, InvalidSoc, RejectCause, Violation, WrongStream,
+    Action, ChunkFacts, CloseReason, ClosedBy, FullCause, InvalidSoc, RejectCause, Violation,
+    WrongStream,
 };
+use super::arrival::Arrival;
 use super::cohort::Cohort;
 use super::config::ProtocolConfig;
 use super::counters::{CohortCounters, Counter, CounterRegistry};
@@ -38,6 +40,7 @@ use super::deadlines::{DeadlineKey, Deadlines};
 use super::fanout::Targets;
 use super::ids::{PeerId, StreamId, Ticket, WriteNotice};
 use super::ledger::PeerLedger;
+use super::relay::RelayOutcome;
 use super::snapshot::{CohortStreams, CohortSummary, page_of_streams, summarize};
 use super::stream::{Checked, DropWindow, FrameKind, InFlight, Revocation, Role, Stream};
 use super::time::Millis;
@@ -46,6 +49,18 @@ use super::validation::{FrameContext, Verdict, check_frame};
 /// Deadlines one `on_tick` runs at most: a burst of expiring streams (ten thousand claims
 /// timing out together) is spread over turns, so the core keeps answering in between.
 pub const DEADLINES_PER_TICK_MAX: usize = 1024;
+
+/// What became of a verified frame (`Machine::accept`).
+#[derive(Debug)]
+enum Acceptance {
+    Accepted,
+    /// Not accepted, and counted already (a revoked stream's frame in its grace, an
+    /// undecodable roster).
+    Refused,
+    /// Below its cursor or in the dedup window (R16, R28): the caller counts the drop.
+    Retransmit,
+    Violation(Violation),
+}
 
 /// Why a cohort is reclaimed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,13 +124,23 @@ impl Outbox {
         });
     }
 
-    fn deliver(&mut self, counters: &CohortCounters, frame: Bytes, targets: Targets) {
+    fn deliver(
+        &mut self,
+        counters: &CohortCounters,
+        frame: Bytes,
+        targets: Targets,
+        verified: &Verified,
+    ) {
         if targets.is_empty() {
             return;
         }
         self.registry
             .add(counters, Counter::Deliveries, targets.len() as u64);
-        self.actions.push(Action::Deliver { frame, targets });
+        self.actions.push(Action::Deliver {
+            frame,
+            targets,
+            facts: Arc::new(ChunkFacts::from(verified)),
+        });
     }
 
     fn count(&self, counters: &CohortCounters, counter: Counter) {
@@ -272,12 +297,12 @@ impl Machine {
     ///
     /// # Panics
     /// If `stream` is already attached (the I/O layer never reuses a stream id).
-    pub fn on_join(&mut self, now: Millis, peer: PeerId, stream: StreamId, join: Frame) {
+    pub fn on_join(&mut self, now: Millis, stream: StreamId, arrival: Arrival, join: Frame) {
         assert!(
             !self.streams.contains_key(&stream),
             "stream {stream} joined twice"
         );
-        self.join(now, peer, stream, join);
+        self.join(now, arrival, stream, join);
         self.rearm(now);
     }
 
@@ -333,6 +358,24 @@ impl Machine {
         }
     }
 
+    /// W5: a service chunk posted for the cohort with canonical key `key`, outside any
+    /// stream. It is offered to each live admin stream (pending or publisher, R29 allows
+    /// several) as the frame `frame_for` makes under that stream's challenge, checked as a
+    /// frame of that stream (R13..R17, with `verify` doing the signature check at once),
+    /// and accepted on the first one it validates on. Nothing is consumed (it holds no read
+    /// credit), and a failure closes no stream and blocklists nobody.
+    pub fn on_relay(
+        &mut self,
+        now: Millis,
+        key: &CohortKey,
+        frame_for: &mut dyn FnMut(&Hash) -> Frame,
+        verify: &mut dyn FnMut(&VerifyRequest) -> Result<Verified, VerifyError>,
+    ) -> RelayOutcome {
+        let outcome = self.relay(now, key, frame_for, verify);
+        self.rearm(now);
+        outcome
+    }
+
     /// The I/O layer ended a stream (a stream the machine closed itself is already forgotten).
     pub fn on_closed(&mut self, now: Millis, stream: StreamId, by: ClosedBy) {
         let Some(attached) = self.streams.get(&stream) else {
@@ -371,7 +414,8 @@ impl Machine {
 
     // ---- Join (R1..R5, R29..R33, R37) ----
 
-    fn join(&mut self, now: Millis, peer: PeerId, stream_id: StreamId, join: Frame) {
+    fn join(&mut self, now: Millis, arrival: Arrival, stream_id: StreamId, join: Frame) {
+        let peer = arrival.peer;
         if self.ledger.is_blocked(peer, now) {
             self.out.registry.add_total(Counter::JoinsBlocked, 1);
             self.out.push(Action::Close {
@@ -407,29 +451,43 @@ impl Machine {
                 CloseReason::Rejected(RejectCause::HistoryRefused),
             );
         }
+        // W11: an anonymous session is an audience, which a closed cohort does not have.
+        if arrival.anonymous && valid.spec.closed {
+            return self.refuse(
+                stream_id,
+                None,
+                CloseReason::Rejected(RejectCause::AnonymousInClosed),
+            );
+        }
         let serial = match self.cohort_by_key.get(&valid.key).copied() {
-            Some(serial) => match self.admit(serial, peer, &valid.addr) {
+            Some(serial) => match self.admit(serial, arrival, &valid.addr) {
                 Ok(()) => serial,
                 Err(cause) => {
                     return self.refuse(stream_id, Some(serial), CloseReason::Full(cause));
                 }
             },
-            None => match self.create_cohort(now, peer, &valid) {
+            None => match self.create_cohort(now, arrival, &valid) {
                 Ok(serial) => serial,
                 Err(cause) => return self.refuse(stream_id, None, CloseReason::Full(cause)),
             },
         };
-        self.attach(now, peer, stream_id, serial, valid.addr);
+        self.attach(now, arrival, stream_id, serial, valid.addr);
     }
 
-    /// The bounds of an existing cohort (R30, R32, R33); on success the peer is counted in.
-    fn admit(&self, serial: u64, peer: PeerId, addr: &Address) -> Result<(), FullCause> {
+    /// The bounds of an existing cohort (R30, R32, R33, W11); on success the peer is
+    /// counted in.
+    fn admit(&self, serial: u64, arrival: Arrival, addr: &Address) -> Result<(), FullCause> {
         let cohort = self.cohort(serial);
+        let peer = arrival.peer;
         let peer_streams = cohort.streams_of_peer(peer);
-        if peer_streams >= self.config.streams_per_peer_per_cohort_max {
+        // W11: R33 counts a peer's sessions with an addr of their own.
+        if !arrival.anonymous
+            && peer_streams - cohort.anonymous_of_peer(peer)
+                >= self.config.streams_per_peer_per_cohort_max
+        {
             return Err(FullCause::PeerStreams);
         }
-        match cohort.initial_role(addr) {
+        match initial_role(cohort, arrival, addr) {
             // R30 exempts pending streams; their own guard bounds what they can hold.
             Role::Pending if cohort.pending >= self.config.pending_streams_per_cohort_max => {
                 return Err(FullCause::CohortPendingStreams);
@@ -445,6 +503,12 @@ impl Machine {
         if peer_streams == 0 && !self.ledger.try_enter_cohort(peer) {
             return Err(FullCause::PeerCohorts);
         }
+        if arrival.anonymous && !self.ledger.try_enter_anonymous(peer) {
+            if peer_streams == 0 {
+                self.ledger.leave_cohort(peer);
+            }
+            return Err(FullCause::PeerAnonymousSessions);
+        }
         Ok(())
     }
 
@@ -452,15 +516,21 @@ impl Machine {
     fn create_cohort(
         &mut self,
         now: Millis,
-        peer: PeerId,
+        arrival: Arrival,
         valid: &ValidJoin,
     ) -> Result<u64, FullCause> {
+        let peer = arrival.peer;
         if !self.ledger.try_enter_cohort(peer) {
             return Err(FullCause::PeerCohorts);
         }
         if !self.ledger.try_open_cohort() {
             self.ledger.leave_cohort(peer);
             return Err(FullCause::Cohorts);
+        }
+        if arrival.anonymous && !self.ledger.try_enter_anonymous(peer) {
+            self.ledger.close_cohort();
+            self.ledger.leave_cohort(peer);
+            return Err(FullCause::PeerAnonymousSessions);
         }
         let serial = self.next_cohort_serial;
         self.next_cohort_serial += 1;
@@ -507,7 +577,7 @@ impl Machine {
     fn attach(
         &mut self,
         now: Millis,
-        peer: PeerId,
+        arrival: Arrival,
         stream_id: StreamId,
         serial: u64,
         addr: Address,
@@ -528,9 +598,11 @@ impl Machine {
             .cohorts
             .get_mut(&serial)
             .expect("cohort admitted the stream");
-        let role = cohort.initial_role(&addr);
+        let role = initial_role(cohort, arrival, &addr);
         let mut stream = Stream {
-            peer,
+            peer: arrival.peer,
+            anonymous: arrival.anonymous,
+            carrier: arrival.carrier,
             cohort: serial,
             addr,
             challenge,
@@ -726,6 +798,22 @@ impl Machine {
                 );
             }
         };
+        match self.accept(now, stream_id, &frame, &verified) {
+            Acceptance::Accepted | Acceptance::Refused => {}
+            Acceptance::Retransmit => self.dropped(now, stream_id, Counter::Retransmit),
+            Acceptance::Violation(violation) => self.violate(now, stream_id, violation),
+        }
+    }
+
+    /// A verified frame of a stream: claims, cursors, dedup, rosters and delivery. What is
+    /// not accepted is left to the caller, except what is counted here already.
+    fn accept(
+        &mut self,
+        now: Millis,
+        stream_id: StreamId,
+        frame: &Checked,
+        verified: &Verified,
+    ) -> Acceptance {
         let stream = self
             .streams
             .get_mut(&stream_id)
@@ -740,16 +828,12 @@ impl Machine {
         if stream.revocation.is_some() {
             self.out
                 .count(&cohort.counters, Counter::DropRevokedInGrace);
-            return;
+            return Acceptance::Refused;
         }
         if cohort.authorship() == Authorship::Implicit {
             // R11: where the binding fixes the owner (OWNER), it must be the declared addr.
             if cohort.spec.binding == Binding::Owner && verified.owner != stream.addr {
-                return self.violate(
-                    now,
-                    stream_id,
-                    Violation::InvalidSoc(InvalidSoc::OwnerNotAddr),
-                );
+                return Acceptance::Violation(Violation::InvalidSoc(InvalidSoc::OwnerNotAddr));
             }
             let dedup = cohort
                 .dedup
@@ -757,12 +841,11 @@ impl Machine {
                 .expect("implicit cohorts keep a dedup window");
             // R28.
             if !dedup.insert(verified.dedup_key) {
-                self.dropped(now, stream_id, Counter::Retransmit);
-                return;
+                return Acceptance::Retransmit;
             }
             let addr = stream.addr;
-            self.publish(now, serial, &addr, &frame.frame, Counter::AcceptedData);
-            return;
+            self.publish(now, serial, &addr, frame, verified, Counter::AcceptedData);
+            return Acceptance::Accepted;
         }
         let addr = stream.addr;
         if stream.role != Role::Publisher {
@@ -777,14 +860,13 @@ impl Machine {
             FrameKind::Data => {
                 // R16 again: another stream of the same address may have moved the cursor.
                 if frame.index < cohort.cursors.get(&addr) {
-                    self.dropped(now, stream_id, Counter::Retransmit);
-                    return;
+                    return Acceptance::Retransmit;
                 }
                 // R18. The table's eviction (R27) restarts the evicted publisher's cursor.
                 if cohort.cursors.advance(&addr, frame.index + 1).is_some() {
                     self.out.count(&cohort.counters, Counter::CursorEvictions);
                 }
-                self.publish(now, serial, &addr, &frame.frame, Counter::AcceptedData);
+                self.publish(now, serial, &addr, frame, verified, Counter::AcceptedData);
             }
             FrameKind::Auth => {
                 cohort.last_activity = now;
@@ -792,23 +874,24 @@ impl Machine {
             }
             FrameKind::Roster => {
                 if frame.index < cohort.roster.cursor {
-                    self.dropped(now, stream_id, Counter::Retransmit);
-                    return;
+                    return Acceptance::Retransmit;
                 }
                 match decode_roster(&frame.payload) {
                     // R20: it still claimed (above) and moves no cursor.
-                    Err(_) => self.out.count(&cohort.counters, Counter::InvalidRoster),
-                    Ok(entries) => {
-                        self.accept_roster(now, serial, frame.index, &entries, &frame.frame)
+                    Err(_) => {
+                        self.out.count(&cohort.counters, Counter::InvalidRoster);
+                        return Acceptance::Refused;
                     }
+                    Ok(entries) => self.accept_roster(now, serial, frame, &entries, verified),
                 }
             }
             FrameKind::Eos => {
                 // R21: deliver to every fan-out stream, then reclaim.
-                self.publish(now, serial, &addr, &frame.frame, Counter::AcceptedEos);
+                self.publish(now, serial, &addr, frame, verified, Counter::AcceptedEos);
                 self.reclaim(serial, Reclaim::EndOfStream);
             }
         }
+        Acceptance::Accepted
     }
 
     /// Delivers an accepted publication, unchanged and framed once, to the fan-out set
@@ -818,7 +901,8 @@ impl Machine {
         now: Millis,
         serial: u64,
         identity: &Address,
-        frame: &Frame,
+        frame: &Checked,
+        verified: &Verified,
         counter: Counter,
     ) {
         let cohort = self
@@ -828,8 +912,12 @@ impl Machine {
         cohort.last_activity = now;
         self.out.count(&cohort.counters, counter);
         let targets = cohort.fanout.targets(identity);
-        self.out
-            .deliver(&cohort.counters, frame.bytes().clone(), targets);
+        self.out.deliver(
+            &cohort.counters,
+            frame.frame.bytes().clone(),
+            targets,
+            verified,
+        );
     }
 
     /// R7: a pending, silent or granted spectator stream's first valid frame.
@@ -861,17 +949,107 @@ impl Machine {
         self.enforce_publisher_streams(serial, &addr);
     }
 
+    // ---- Relayed service chunks (W5) ----
+
+    fn relay(
+        &mut self,
+        now: Millis,
+        key: &CohortKey,
+        frame_for: &mut dyn FnMut(&Hash) -> Frame,
+        verify: &mut dyn FnMut(&VerifyRequest) -> Result<Verified, VerifyError>,
+    ) -> RelayOutcome {
+        let Some(serial) = self.cohort_by_key.get(key).copied() else {
+            return RelayOutcome::NoCohort;
+        };
+        let admin_streams = self.admin_streams(serial);
+        if admin_streams.is_empty() {
+            return RelayOutcome::NoAdminStream;
+        }
+        let counters = Arc::clone(&self.cohort(serial).counters);
+        for (stream_id, challenge) in admin_streams {
+            let frame = frame_for(&challenge);
+            let verdict = {
+                let stream = &self.streams[&stream_id];
+                let cohort = self.cohort(serial);
+                check_frame(frame, &relay_context(cohort, stream))
+            };
+            let (checked, request) = match verdict {
+                Verdict::Drop(counter) => {
+                    self.out.count(&counters, counter);
+                    return RelayOutcome::NotAccepted { counter };
+                }
+                Verdict::Violation(violation) => {
+                    return refused_relay(&self.out, &counters, &violation);
+                }
+                Verdict::Verify { frame, request } => (frame, request),
+            };
+            if !matches!(checked.kind, FrameKind::Roster | FrameKind::Eos) {
+                let counter = Counter::WrongStream;
+                self.out.count(&counters, counter);
+                return RelayOutcome::Invalid {
+                    counter,
+                    reason: "only ROSTER and EOS are relayed".into(),
+                };
+            }
+            self.out.count(&counters, Counter::VerifyRequests);
+            let Ok(verified) = verify(&request) else {
+                continue;
+            };
+            return match self.accept(now, stream_id, &checked, &verified) {
+                Acceptance::Accepted => RelayOutcome::Accepted,
+                Acceptance::Refused => RelayOutcome::NotAccepted {
+                    counter: Counter::InvalidRoster,
+                },
+                Acceptance::Retransmit => {
+                    self.out.count(&counters, Counter::Retransmit);
+                    RelayOutcome::NotAccepted {
+                        counter: Counter::Retransmit,
+                    }
+                }
+                Acceptance::Violation(violation) => refused_relay(&self.out, &counters, &violation),
+            };
+        }
+        self.out.count(&counters, Counter::InvalidSoc);
+        RelayOutcome::Invalid {
+            counter: Counter::InvalidSoc,
+            reason: "the chunk validates under no live admin session's challenge".into(),
+        }
+    }
+
+    /// The admin's live streams of a cohort that may carry a service chunk, with their
+    /// challenges, oldest first.
+    fn admin_streams(&self, serial: u64) -> Vec<(StreamId, Hash)> {
+        let cohort = self.cohort(serial);
+        let Some(admin) = cohort.spec.admin else {
+            return Vec::new();
+        };
+        let mut streams: Vec<(StreamId, Hash)> = cohort
+            .streams_by_addr
+            .get(&admin)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| {
+                let stream = &self.streams[id];
+                matches!(stream.role, Role::Pending | Role::Publisher)
+                    .then_some((*id, stream.challenge))
+            })
+            .collect();
+        streams.sort_unstable_by_key(|(id, _)| *id);
+        streams
+    }
+
     // ---- Roster (R19..R24) ----
 
     fn accept_roster(
         &mut self,
         now: Millis,
         serial: u64,
-        index: u64,
+        frame: &Checked,
         entries: &[Address],
-        frame: &Frame,
+        verified: &Verified,
     ) {
-        let framed = frame.bytes().clone();
+        let index = frame.index;
+        let framed = frame.frame.bytes().clone();
         let cohort = self
             .cohorts
             .get_mut(&serial)
@@ -904,7 +1082,8 @@ impl Machine {
             except.dedup();
             targets.except = except.into();
         }
-        self.out.deliver(&cohort.counters, framed.clone(), targets);
+        self.out
+            .deliver(&cohort.counters, framed.clone(), targets, verified);
         for stream_id in revoked {
             self.revoke(now, serial, stream_id, &framed);
         }
@@ -1014,10 +1193,14 @@ impl Machine {
             .get(&stream_id)
             .expect("violating stream is attached");
         let peer = stream.peer;
+        // W11: one tab of a shared address must not blocklist everyone behind it.
+        let blocklists = !stream.anonymous;
         let counters = Arc::clone(&self.cohort(stream.cohort).counters);
         self.out.count(&counters, violation.counter());
         self.close_stream(stream_id, Some(CloseReason::Violation(violation)));
-        self.blocklist(now, peer, self.config.blocklist_violation_ms, &counters);
+        if blocklists {
+            self.blocklist(now, peer, self.config.blocklist_violation_ms, &counters);
+        }
     }
 
     fn blocklist(
@@ -1056,9 +1239,7 @@ impl Machine {
             .cohorts
             .get_mut(&stream.cohort)
             .expect("a stream's cohort is live");
-        if cohort.detach(stream_id, &stream) {
-            self.ledger.leave_cohort(stream.peer);
-        }
+        leave(&self.ledger, cohort, stream_id, &stream);
         if cohort.members.is_empty() {
             let serial = cohort.serial;
             self.reclaim(serial, Reclaim::Empty);
@@ -1085,9 +1266,7 @@ impl Machine {
                 stream: stream_id,
                 reason: why.close_reason(),
             });
-            if cohort.detach(stream_id, &stream) {
-                self.ledger.leave_cohort(stream.peer);
-            }
+            leave(&self.ledger, &mut cohort, stream_id, &stream);
         }
         self.ledger.close_cohort();
         self.out.count(&cohort.counters, why.counter());
@@ -1164,6 +1343,50 @@ impl Machine {
         if let Some(at) = self.deadlines.rearm(now) {
             self.out.push(Action::ArmTimer { at });
         }
+    }
+}
+
+/// The validation context of a relayed chunk on one of the admin's streams.
+fn relay_context<'a>(cohort: &'a Cohort, stream: &'a Stream) -> FrameContext<'a> {
+    FrameContext {
+        spec: &cohort.spec,
+        addr: &stream.addr,
+        challenge: &stream.challenge,
+        may_send: Ok(()),
+        is_admin: true,
+        claimed: stream.role == Role::Publisher,
+        data_cursor: cohort.cursors.get(&stream.addr),
+        roster_cursor: cohort.roster.cursor,
+    }
+}
+
+/// A relayed chunk that breaks a rule: counted like the violation, answered as invalid.
+fn refused_relay(out: &Outbox, counters: &CohortCounters, violation: &Violation) -> RelayOutcome {
+    let counter = violation.counter();
+    out.count(counters, counter);
+    RelayOutcome::Invalid {
+        counter,
+        reason: violation.to_string(),
+    }
+}
+
+/// The role a new stream gets: R6..R11 for a declared addr; an anonymous session is a
+/// spectator under every authorship (W11: it receives and never publishes).
+fn initial_role(cohort: &Cohort, arrival: Arrival, addr: &Address) -> Role {
+    if arrival.anonymous {
+        Role::Spectator
+    } else {
+        cohort.initial_role(addr)
+    }
+}
+
+/// Detaches a forgotten stream from its cohort and gives back what it held in the ledger.
+fn leave(ledger: &PeerLedger, cohort: &mut Cohort, stream_id: StreamId, stream: &Stream) {
+    if cohort.detach(stream_id, stream) {
+        ledger.leave_cohort(stream.peer);
+    }
+    if stream.anonymous {
+        ledger.leave_anonymous(stream.peer);
     }
 }
 

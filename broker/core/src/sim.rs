@@ -30,8 +30,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::{
-    Action, CloseReason, ClosedBy, Counter, Machine, Millis, PeerId, PeerLedger, ProtocolConfig,
-    StreamId, Ticket, WriteNotice,
+    Action, Arrival, CloseReason, ClosedBy, Counter, Machine, Millis, PeerId, PeerLedger,
+    ProtocolConfig, StreamId, Ticket, WriteNotice,
 };
 
 /// Where the simulation's decisions come from.
@@ -333,7 +333,12 @@ impl<C: Choices> Simulation<C> {
                 last_body: None,
             },
         );
-        self.machine.on_join(self.now, peer, stream, framed(&body));
+        self.machine.on_join(
+            self.now,
+            stream,
+            Arrival::declared(peer, "tcp"),
+            framed(&body),
+        );
         self.drain();
         let attached = self
             .streams
@@ -594,7 +599,7 @@ impl<C: Choices> Simulation<C> {
                     self.notices.push((stream, notice));
                 }
             }
-            Action::Deliver { frame, targets } => {
+            Action::Deliver { frame, targets, .. } => {
                 assert!(!targets.is_empty(), "an empty delivery");
                 for list in [&targets.all, &targets.except] {
                     assert!(

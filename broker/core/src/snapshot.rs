@@ -17,6 +17,10 @@ use super::ids::{PeerId, StreamId};
 use super::stream::{Role, Stream};
 use super::time::Millis;
 
+/// Peers a summary names at most (W8 lists a topic's connected peers; a cohort may have a
+/// thousand).
+pub const SUMMARY_PEERS_MAX: usize = 16;
+
 /// One cohort, without its streams.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CohortSummary {
@@ -48,6 +52,9 @@ pub struct CohortSummary {
     pub subscribers: usize,
     /// Streams per role (`pending`, `publisher`, `spectator`, `silent`).
     pub streams: BTreeMap<&'static str, u64>,
+    /// Distinct peers attached, and up to `SUMMARY_PEERS_MAX` of them (sorted).
+    pub peers_total: usize,
+    pub peers: Vec<String>,
     pub counters: BTreeMap<&'static str, u64>,
 }
 
@@ -76,6 +83,10 @@ pub struct StreamSnapshot {
     pub revoked: bool,
     /// Frames read and not yet consumed.
     pub frames_held: usize,
+    /// What carries the stream ("tcp", "websocket").
+    pub transport: &'static str,
+    /// A W11 anonymous spectator session (its addr was drawn by the broker).
+    pub anonymous: bool,
 }
 
 pub(crate) fn summarize(cohort: &Cohort, now: Millis) -> CohortSummary {
@@ -103,8 +114,22 @@ pub(crate) fn summarize(cohort: &Cohort, now: Millis) -> CohortSummary {
         dedup_entries: cohort.dedup.as_ref().map_or(0, |dedup| dedup.len()),
         subscribers: usize::try_from(cohort.counters.subscribers()).unwrap_or(usize::MAX),
         streams: cohort.counters.roles_snapshot(),
+        peers_total: cohort.streams_by_peer.len(),
+        peers: some_peers(cohort),
         counters: cohort.counters.counters().snapshot(),
     }
+}
+
+/// Up to `SUMMARY_PEERS_MAX` of a cohort's peers, sorted: O(that), not O(peers).
+fn some_peers(cohort: &Cohort) -> Vec<String> {
+    let mut peers: Vec<PeerId> = cohort
+        .streams_by_peer
+        .keys()
+        .take(SUMMARY_PEERS_MAX)
+        .copied()
+        .collect();
+    peers.sort_unstable();
+    peers.iter().map(PeerId::to_string).collect()
 }
 
 pub(crate) fn page_of_streams(
@@ -128,6 +153,8 @@ pub(crate) fn page_of_streams(
                 joined_ms: stream.joined_at.as_ms(),
                 revoked: stream.revocation.is_some(),
                 frames_held: stream.frames_held(),
+                transport: stream.carrier,
+                anonymous: stream.anonymous,
             }
         })
         .collect();

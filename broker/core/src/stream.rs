@@ -149,6 +149,10 @@ impl DropWindow {
 #[derive(Debug)]
 pub(crate) struct Stream {
     pub peer: PeerId,
+    /// A W11 anonymous spectator session.
+    pub anonymous: bool,
+    /// What carries it (the I/O layer's label).
+    pub carrier: &'static str,
     /// The serial of the cohort it is attached to.
     pub cohort: u64,
     /// The declared identity (Join.addr).

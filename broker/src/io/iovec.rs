@@ -1,52 +1,101 @@
 //! A batch of frames written with one vectored write.
 //!
-//! Owns the `iovec` array handed to the kernel and the `Bytes` handles that keep the
-//! memory alive while the write is in flight (monoio owns the batch during the call).
-//! Handles partial writes by advancing past what the kernel took. Never copies a frame:
-//! the same `Bytes` a thousand subscribers share goes to the kernel as a pointer.
+//! Owns the `iovec` array handed to the kernel, the `Bytes` handles that keep the bodies
+//! alive while the write is in flight (monoio owns the batch during the call), and the
+//! inline prefixes (WebSocket headers) the iovecs point into, in a slice that is allocated
+//! once and never moves. Handles partial writes by advancing past what the kernel took.
+//! Never copies a body: the same `Bytes` a thousand subscribers share goes to the kernel as
+//! a pointer.
 
 use bytes::Bytes;
 
-/// Frames queued for one stream's next write, with their iovecs.
-#[derive(Debug, Default)]
+use super::outgoing::{Outgoing, Prefix};
+
+/// The most iovecs one vectored write may carry (Linux's `IOV_MAX`); a message takes two
+/// at most (prefix and body).
+pub const IOVECS_MAX: usize = 1024;
+
+/// Messages queued for one stream's next write, with their iovecs.
+#[derive(Debug)]
 pub struct IoBatch {
-    frames: Vec<Bytes>,
+    bodies: Vec<Bytes>,
+    /// Fixed at the batch's capacity: iovecs point into it, so it must never reallocate.
+    prefixes: Box<[Prefix]>,
+    prefixes_used: usize,
     iovecs: Vec<libc::iovec>,
+    /// Messages that count as frames (notices, metrics); control frames do not.
+    frames: usize,
     /// First iovec not yet fully written.
     start: usize,
 }
 
-// SAFETY: the iovecs point into `frames`, which the batch owns and never mutates while a
-// write is in flight (monoio takes the whole batch by value for the call).
+// SAFETY: the iovecs point into `bodies` and `prefixes`, which the batch owns and never
+// mutates or moves while a write is in flight (monoio takes the whole batch by value for
+// the call; moving the batch moves neither heap allocation).
 unsafe impl Send for IoBatch {}
 
 impl IoBatch {
-    /// An empty batch that keeps room for `frames` handles.
-    pub fn with_capacity(frames: usize) -> Self {
+    /// An empty batch with room for `messages` messages.
+    pub fn with_capacity(messages: usize) -> Self {
         Self {
-            frames: Vec::with_capacity(frames),
-            iovecs: Vec::with_capacity(frames),
+            bodies: Vec::with_capacity(messages),
+            prefixes: vec![Prefix::NONE; messages].into_boxed_slice(),
+            prefixes_used: 0,
+            iovecs: Vec::with_capacity(2 * messages),
+            frames: 0,
             start: 0,
         }
     }
 
-    /// Appends one frame.
-    pub fn push(&mut self, frame: Bytes) {
-        self.iovecs.push(libc::iovec {
-            iov_base: frame.as_ptr() as *mut libc::c_void,
-            iov_len: frame.len(),
-        });
-        self.frames.push(frame);
+    /// Whether the batch has room for one more message.
+    pub fn has_room(&self) -> bool {
+        self.room() > 0
     }
 
-    /// Whether the batch holds no frame.
+    /// Messages the batch may still take.
+    pub fn room(&self) -> usize {
+        (self.prefixes.len() - self.bodies.len()).min((IOVECS_MAX - self.iovecs.len()) / 2)
+    }
+
+    /// Appends one message that counts as a frame.
+    pub fn push(&mut self, message: Outgoing) {
+        self.frames += 1;
+        self.push_message(message);
+    }
+
+    /// Appends one control message (a WebSocket ping or pong), which counts as no frame.
+    pub fn push_control(&mut self, message: Outgoing) {
+        self.push_message(message);
+    }
+
+    fn push_message(&mut self, message: Outgoing) {
+        assert!(self.has_room(), "a batch holds at most its capacity");
+        if !message.prefix.is_empty() {
+            let slot = &mut self.prefixes[self.prefixes_used];
+            *slot = message.prefix;
+            self.prefixes_used += 1;
+            self.iovecs.push(libc::iovec {
+                iov_base: slot.as_bytes().as_ptr() as *mut libc::c_void,
+                iov_len: slot.as_bytes().len(),
+            });
+        }
+        if !message.body.is_empty() {
+            self.iovecs.push(libc::iovec {
+                iov_base: message.body.as_ptr() as *mut libc::c_void,
+                iov_len: message.body.len(),
+            });
+        }
+        self.bodies.push(message.body);
+    }
+
+    /// Whether the batch holds no message.
     pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
+        self.bodies.is_empty()
     }
 
-    /// Frames in the batch.
+    /// Messages in the batch that count as frames.
     pub fn frames(&self) -> usize {
-        self.frames.len()
+        self.frames
     }
 
     /// The iovecs not yet fully written, for a direct `sendmsg`.
@@ -57,6 +106,20 @@ impl IoBatch {
     /// Whether every byte has been written.
     pub fn is_done(&self) -> bool {
         self.start == self.iovecs.len()
+    }
+
+    /// Whether some bytes of the batch, but not all, have been written: a message may be
+    /// cut in the middle.
+    pub fn is_partial(&self) -> bool {
+        !self.is_done() && self.remaining_bytes() < self.total_bytes()
+    }
+
+    fn total_bytes(&self) -> usize {
+        let prefixes: usize = self.prefixes[..self.prefixes_used]
+            .iter()
+            .map(|prefix| prefix.as_bytes().len())
+            .sum();
+        prefixes + self.bodies.iter().map(Bytes::len).sum::<usize>()
     }
 
     /// Bytes not yet written.
@@ -75,7 +138,7 @@ impl IoBatch {
                 written -= iov.iov_len;
                 self.start += 1;
             } else {
-                // SAFETY: `written < iov_len`, so the new base stays inside the frame.
+                // SAFETY: `written < iov_len`, so the new base stays inside the buffer.
                 iov.iov_base = unsafe { iov.iov_base.cast::<u8>().add(written) }.cast();
                 iov.iov_len -= written;
                 written = 0;
@@ -89,14 +152,16 @@ impl IoBatch {
 
     /// Empties the batch for reuse, keeping its allocations.
     pub fn clear(&mut self) {
-        self.frames.clear();
+        self.bodies.clear();
         self.iovecs.clear();
+        self.prefixes_used = 0;
+        self.frames = 0;
         self.start = 0;
     }
 }
 
 // SAFETY: the pointer and count describe `iovecs[start..]`, valid iovec structs over
-// memory held alive by `frames`; neither vector is touched while the kernel holds them.
+// memory held alive by `bodies` and `prefixes`; none is touched while the kernel holds them.
 unsafe impl monoio::buf::IoVecBuf for IoBatch {
     fn read_iovec_ptr(&self) -> *const libc::iovec {
         self.iovecs[self.start..].as_ptr()
@@ -122,14 +187,20 @@ mod tests {
             .collect()
     }
 
+    fn bare(body: &'static [u8]) -> Outgoing {
+        Outgoing::bare(Bytes::from_static(body))
+    }
+
     #[test]
     fn partial_writes_advance_across_frame_boundaries() {
         let mut batch = IoBatch::with_capacity(3);
-        batch.push(Bytes::from_static(b"abc"));
-        batch.push(Bytes::from_static(b"defg"));
-        batch.push(Bytes::from_static(b"h"));
+        batch.push(bare(b"abc"));
+        batch.push(bare(b"defg"));
+        batch.push(bare(b"h"));
         assert_eq!(batch.remaining_bytes(), 8);
+        assert!(!batch.is_partial());
         batch.advance(2);
+        assert!(batch.is_partial());
         assert_eq!(unwritten(&batch), b"cdefgh");
         batch.advance(3);
         assert_eq!(unwritten(&batch), b"fgh");
@@ -140,5 +211,26 @@ mod tests {
         assert!(batch.is_done());
         assert!(batch.is_empty());
         assert_eq!(batch.remaining_bytes(), 0);
+    }
+
+    #[test]
+    fn prefixes_go_before_their_bodies_and_control_messages_count_as_no_frame() {
+        let mut batch = IoBatch::with_capacity(3);
+        batch.push(Outgoing {
+            prefix: Prefix::of(&[0x82, 3]),
+            body: Bytes::from_static(b"abc"),
+        });
+        batch.push_control(Outgoing {
+            prefix: Prefix::of(&[0x8a, 0]),
+            body: Bytes::new(),
+        });
+        batch.push(bare(b"de"));
+        assert!(!batch.has_room());
+        assert_eq!(batch.frames(), 2);
+        assert_eq!(unwritten(&batch), b"\x82\x03abc\x8a\x00de");
+        // Moving the batch (as monoio does for a write) keeps the prefixes where the iovecs
+        // point.
+        let moved = std::convert::identity(batch);
+        assert_eq!(unwritten(&moved), b"\x82\x03abc\x8a\x00de");
     }
 }

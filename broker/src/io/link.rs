@@ -25,15 +25,16 @@ use std::sync::atomic::Ordering;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
-use bps_proto::{Frame, FrameError};
+use bps_proto::{CohortKey, Frame, FrameError};
 
 use super::Shared;
 use super::frame_memory::FrameMemory;
 use super::log_gate::LogGate;
-use super::port::{Life, Port, Transport, WriteReport};
-use super::router::{HomeMsg, Router};
+use super::notify::LocalNotify;
+use super::port::{Closing, Life, Port, Transport, WriteReport};
+use super::router::{HomeMsg, RelayFrames, Router};
 use crate::metrics::CoreMetrics;
-use crate::protocol::{ClosedBy, Millis, PeerId, StreamId};
+use crate::protocol::{Arrival, ClosedBy, Millis, PeerId, RelayOutcome, StreamId, WriteNotice};
 
 /// Why a connection was closed at accept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +98,20 @@ pub struct CoreLink {
     log_gate: LogGate,
     /// Ports queued to in the current turn, written directly at its end.
     touched: RefCell<Vec<Rc<Port>>>,
+    /// W5 relays waiting for their home core's answer (one per POST connection at most).
+    relays: RefCell<HashMap<u64, Rc<RelaySlot>>>,
+    next_relay: Cell<u64>,
+}
+
+/// How long a relayed service chunk waits for its home core: a core that does not answer
+/// in this time is stuck, and the POST is answered 503 rather than held.
+const RELAY_ANSWER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Where the answer of one relay lands.
+#[derive(Default)]
+struct RelaySlot {
+    outcome: RefCell<Option<RelayOutcome>>,
+    answered: LocalNotify,
 }
 
 impl std::fmt::Debug for CoreLink {
@@ -133,6 +148,8 @@ impl CoreLink {
             draining: Cell::new(false),
             listeners: RefCell::new(Vec::new()),
             touched: RefCell::new(Vec::new()),
+            relays: RefCell::new(HashMap::new()),
+            next_relay: Cell::new(0),
         }
     }
 
@@ -171,6 +188,40 @@ impl CoreLink {
             self.metrics.refused(refusal);
             return Err(refusal);
         }
+        Ok(self.open_port(peer, transport, true))
+    }
+
+    /// A new connection from a trusted reverse proxy, whose peer is named in the request
+    /// (`name_proxied_peer`): counted against `limits.connections_max` now, against the
+    /// peer's bounds once it is named.
+    pub fn admit_proxied(&self, ip: IpAddr, transport: Transport) -> Result<Rc<Port>, Refusal> {
+        let refusal = self.admit_connection();
+        if let Err(refusal) = refusal {
+            self.metrics.refused(refusal);
+            return Err(refusal);
+        }
+        Ok(self.open_port(PeerId::of(ip), transport, false))
+    }
+
+    /// The peer a trusted proxy named for `port`: the blocklist and the pre-Join cap apply
+    /// to it from now on.
+    pub fn name_proxied_peer(&self, port: &Port, ip: IpAddr) -> Result<(), Refusal> {
+        let peer = PeerId::of(ip);
+        let refusal = if self.shared.ledger.is_blocked(peer, self.now()) {
+            Err(Refusal::Blocklisted)
+        } else if !self.shared.ledger.try_enter_prejoin(peer) {
+            Err(Refusal::PrejoinMax)
+        } else {
+            port.set_proxied_peer(peer);
+            Ok(())
+        };
+        if let Err(refusal) = refusal {
+            self.metrics.refused(refusal);
+        }
+        refusal
+    }
+
+    fn open_port(&self, peer: PeerId, transport: Transport, prejoin: bool) -> Rc<Port> {
         let stream = StreamId::new(self.core_byte(), self.next_stream.get());
         self.next_stream.set(self.next_stream.get() + 1);
         let settings = self.settings();
@@ -181,31 +232,41 @@ impl CoreLink {
             settings.outbound_queue_frames_max,
             settings.frames_in_flight_per_stream_max,
         ));
+        if !prejoin {
+            port.leave_prejoin();
+        }
         self.ports.borrow_mut().insert(stream, Rc::clone(&port));
         self.metrics.accepted(transport);
         let deadline = self.now().plus_ms(settings.join_deadline_ms);
         self.join_deadlines.borrow_mut().push(deadline, stream);
         // The loop may be parked on a later timer (or none): it re-arms at its next turn.
         self.router.inbound().doorbell.ring();
-        Ok(port)
+        port
     }
 
     fn admission(&self, peer: PeerId) -> Result<(), Refusal> {
+        let shared = &self.shared;
+        if !self.draining.get() && shared.ledger.is_blocked(peer, self.now()) {
+            return Err(Refusal::Blocklisted);
+        }
+        self.admit_connection()?;
+        if !shared.ledger.try_enter_prejoin(peer) {
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return Err(Refusal::PrejoinMax);
+        }
+        Ok(())
+    }
+
+    /// Draining and `limits.connections_max`; on success the connection is counted.
+    fn admit_connection(&self) -> Result<(), Refusal> {
         if self.draining.get() {
             return Err(Refusal::Draining);
         }
         let shared = &self.shared;
-        if shared.ledger.is_blocked(peer, self.now()) {
-            return Err(Refusal::Blocklisted);
-        }
         let open = shared.connections.fetch_add(1, Ordering::Relaxed);
         if open >= shared.settings.connections_max {
             shared.connections.fetch_sub(1, Ordering::Relaxed);
             return Err(Refusal::ConnectionsMax);
-        }
-        if !shared.ledger.try_enter_prejoin(peer) {
-            shared.connections.fetch_sub(1, Ordering::Relaxed);
-            return Err(Refusal::PrejoinMax);
         }
         Ok(())
     }
@@ -258,7 +319,11 @@ impl CoreLink {
                 home,
                 HomeMsg::Join {
                     stream: port.id,
-                    peer: port.peer,
+                    arrival: Arrival {
+                        peer: port.peer(),
+                        anonymous: port.is_anonymous(),
+                        carrier: port.transport.name(),
+                    },
                     frame,
                 },
             );
@@ -322,21 +387,24 @@ impl CoreLink {
     /// The home core of the cohort a Join names (its canonical key's hash), or this core for
     /// a Join that does not validate (its own machine answers REJECTED).
     fn home_of_join(&self, frame: &Frame) -> usize {
-        let cores = self.shared.lanes.len();
-        if cores == 1 {
-            return 0;
-        }
         let Ok(join) = bps_proto::decode_join(frame.body()) else {
             return self.core;
         };
         match bps_proto::validate_join(&join) {
-            Ok(valid) => {
-                let mut hasher = std::hash::DefaultHasher::new();
-                valid.key.as_bytes().hash(&mut hasher);
-                (hasher.finish() % cores as u64) as usize
-            }
+            Ok(valid) => self.home_of_key(&valid.key),
             Err(_) => self.core,
         }
+    }
+
+    /// The home core of the cohort with canonical key `key`.
+    fn home_of_key(&self, key: &CohortKey) -> usize {
+        let cores = self.shared.lanes.len();
+        if cores == 1 {
+            return 0;
+        }
+        let mut hasher = std::hash::DefaultHasher::new();
+        key.as_bytes().hash(&mut hasher);
+        (hasher.finish() % cores as u64) as usize
     }
 
     /// A write completed and `frames` frames of `bytes` bytes are on the wire.
@@ -359,11 +427,57 @@ impl CoreLink {
         }
     }
 
+    /// A frame queued with `notice` was never written because its carrier passes nothing
+    /// on for it (a bridge session's Ack): it counts as written now.
+    pub fn notice_written(&self, port: &Port, notice: WriteNotice) {
+        if let Some(home) = port.home() {
+            self.router.to_home(
+                home,
+                HomeMsg::Written {
+                    stream: port.id,
+                    notice,
+                },
+            );
+        }
+    }
+
+    /// W5: relays a service chunk to the home core of the cohort `key`; the outcome, or
+    /// `None` when no answer came within `RELAY_ANSWER_DEADLINE`.
+    pub async fn relay(&self, key: CohortKey, frames: RelayFrames) -> Option<RelayOutcome> {
+        let relay = self.next_relay.get();
+        self.next_relay.set(relay + 1);
+        let slot = Rc::new(RelaySlot::default());
+        self.relays.borrow_mut().insert(relay, Rc::clone(&slot));
+        let home = self.home_of_key(&key);
+        self.router.to_home(
+            home,
+            HomeMsg::Relay {
+                key,
+                frames,
+                reply_core: self.core,
+                relay,
+            },
+        );
+        let answered = monoio::time::timeout(RELAY_ANSWER_DEADLINE, slot.answered.notified()).await;
+        self.relays.borrow_mut().remove(&relay);
+        answered.ok()?;
+        slot.outcome.borrow_mut().take()
+    }
+
+    /// The outcome of a relay this core asked for (a late one finds no slot and is dropped).
+    pub fn relayed(&self, relay: u64, outcome: RelayOutcome) {
+        let slot = self.relays.borrow().get(&relay).cloned();
+        if let Some(slot) = slot {
+            *slot.outcome.borrow_mut() = Some(outcome);
+            slot.answered.notify();
+        }
+    }
+
     /// A frame could not be split off: the stream ends (no blocklist for a framing fault).
     pub fn frame_error(&self, port: &Port, error: &FrameError) {
         self.metrics.frame_errors.inc();
         if self.log_gate.allow(Instant::now()) {
-            tracing::debug!(stream = %port.id, peer = %port.peer, %error, "bad frame");
+            tracing::debug!(stream = %port.id, peer = %port.peer(), %error, "bad frame");
         } else {
             self.metrics.log_lines_suppressed.inc();
         }
@@ -394,7 +508,7 @@ impl CoreLink {
 
     fn release_prejoin(&self, port: &Port) {
         if port.leave_prejoin() {
-            self.shared.ledger.leave_prejoin(port.peer);
+            self.shared.ledger.leave_prejoin(port.peer());
         }
     }
 
@@ -504,11 +618,12 @@ impl CoreLink {
                 && port.is_open()
             {
                 self.metrics.join_timeouts.inc();
+                port.note_closing(Closing::JoinDeadline);
                 port.reset();
-                if let Some(until) = self.shared.ledger.note_join_timeout(port.peer, now)
+                if let Some(until) = self.shared.ledger.note_join_timeout(port.peer(), now)
                     && self.may_log()
                 {
-                    tracing::info!(peer = %port.peer, until_ms = until.as_ms(), "peer blocklisted for missed Join deadlines");
+                    tracing::info!(peer = %port.peer(), until_ms = until.as_ms(), "peer blocklisted for missed Join deadlines");
                 }
             }
         }
@@ -552,6 +667,7 @@ impl CoreLink {
         }
         let ports: Vec<Rc<Port>> = self.ports.borrow().values().cloned().collect();
         for port in ports {
+            port.note_closing(Closing::Drain);
             self.flush(&port);
         }
         self.router.inbound().doorbell.ring();

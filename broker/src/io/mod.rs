@@ -12,8 +12,10 @@
 //! core that accepted it; its frames travel to the home core through the `router`'s bounded
 //! lanes, and deliveries travel back as one message per core per accepted frame, never one
 //! per subscriber. The modules, by what they own:
-//! - `tcp` (the TCP carrier), `read_buffer`, `iovec`: bytes on sockets;
-//! - `port`: one stream's side of the carrier boundary, `outbound` its queue (R26);
+//! - `tcp` (the TCP carrier), `ws` (the WebSocket carrier), `read_buffer`, `iovec`: bytes
+//!   on sockets;
+//! - `port`: one stream's side of the carrier boundary, `outbound` its queue (R26), and
+//!   `outgoing` one message of it;
 //! - `link`: a core's streams and the gates of its carriers; `shard`: a core's machine and
 //!   its turn; `router`, `lane`: what crosses between cores; `control`: the control plane;
 //! - `frame_memory`: the broker-wide bound on frame bytes; `log_gate`: peers' log lines.
@@ -31,11 +33,13 @@ mod listener;
 mod log_gate;
 mod notify;
 mod outbound;
+mod outgoing;
 pub mod port;
 mod read_buffer;
 mod router;
 mod shard;
 mod tcp;
+mod ws;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -63,7 +67,9 @@ use router::{CoreLanes, VerifyDone};
 use shard::Shard;
 
 pub use outbound::QUEUE_SLACK_FACTOR;
+pub use outgoing::PREFIX_BYTES_MAX;
 pub use read_buffer::READ_BUFFER_IDLE_BYTES;
+pub use ws::{BRIDGE_MESSAGE_BYTES_MAX, STATIC_BYTES_MAX, WS_HEAD_BYTES_MAX};
 
 /// Environment variable (debug builds only) that makes one core panic shortly after start,
 /// so the crash semantics (the whole process ends) can be tested on the real binary.
@@ -87,10 +93,14 @@ pub struct Settings {
     pub verify_batch_jobs_max: usize,
     /// Owners whose key an inline verifier keeps.
     pub key_cache_keys_max: usize,
+    /// D11: whether `history = true` is served (a bridge request for it is refused before
+    /// the upgrade otherwise).
+    pub history_served: bool,
+    pub ws: ws::WsSettings,
 }
 
 impl Settings {
-    fn of(config: &BrokerConfig) -> Settings {
+    fn of(config: &BrokerConfig, statics: Arc<ws::StaticFiles>) -> Settings {
         let protocol = config.protocol();
         Settings {
             frame_bytes_max: protocol.frame_bytes_max,
@@ -106,6 +116,8 @@ impl Settings {
             log_peer_lines_per_s_max: config.log.peer_lines_per_s_max,
             verify_batch_jobs_max: config.verify.batch_jobs_max,
             key_cache_keys_max: config.verify.key_cache_keys_max,
+            history_served: protocol.history_enabled,
+            ws: ws::WsSettings::of(&config.ws, statics),
         }
     }
 }
@@ -160,8 +172,11 @@ impl Shared {
 pub enum StartError {
     /// `io_uring = "required"` and the kernel (or a seccomp filter) refuses it.
     IoUringUnavailable,
-    /// The listen address could not be bound.
+    /// `ws.static_dir` cannot be served.
+    Static(String),
+    /// A listen address could not be bound (`key` names its config key).
     Bind {
+        key: &'static str,
         addr: SocketAddr,
         error: std::io::Error,
     },
@@ -178,10 +193,11 @@ impl std::fmt::Display for StartError {
                  kernel.io_uring_disabled set, or blocked by seccomp); set it to \"prefer\" to \
                  fall back to epoll"
             ),
-            Self::Bind { addr, error } => {
-                write!(f, "cannot listen on {addr} (server.listen): {error}")
+            Self::Bind { key, addr, error } => {
+                write!(f, "cannot listen on {addr} ({key}): {error}")
             }
             Self::Runtime(error) => write!(f, "cannot start a core runtime: {error}"),
+            Self::Static(error) => write!(f, "cannot serve ws.static_dir: {error}"),
         }
     }
 }
@@ -203,6 +219,7 @@ pub struct Broker {
     threads: Vec<JoinHandle<()>>,
     exited: crossbeam::channel::Receiver<usize>,
     listen_addr: SocketAddr,
+    ws_addr: Option<SocketAddr>,
     driver: &'static str,
 }
 
@@ -235,17 +252,19 @@ impl Broker {
         };
         let driver = if uring { "io_uring" } else { "epoll" };
 
-        let listen = config.server.listen;
-        let listeners = listener::bind_all(listen, cores).map_err(|error| StartError::Bind {
-            addr: listen,
-            error,
-        })?;
-        let listen_addr = listeners[0]
-            .local_addr()
-            .map_err(|error| StartError::Bind {
-                addr: listen,
-                error,
-            })?;
+        let statics = if config.ws.static_dir.is_empty() {
+            ws::StaticFiles::default()
+        } else {
+            ws::StaticFiles::load(std::path::Path::new(&config.ws.static_dir))
+                .map_err(StartError::Static)?
+        };
+        let (listeners, listen_addr) = bind("server.listen", config.server.listen, cores)?;
+        let (ws_listeners, ws_addr) = if config.ws.enabled {
+            let (listeners, addr) = bind("ws.listen", config.ws.listen, cores)?;
+            (listeners.into_iter().map(Some).collect(), Some(addr))
+        } else {
+            ((0..cores).map(|_| None).collect::<Vec<_>>(), None)
+        };
 
         let protocol = config.protocol();
         let ledger = Arc::new(PeerLedger::new(&protocol));
@@ -256,15 +275,18 @@ impl Broker {
         let shared = Arc::new(shared_state(
             config,
             (cores, &core_ids),
-            budget,
+            (budget, Arc::new(statics)),
             ledger,
             registries,
         ));
 
         let (exit_tx, exited) = crossbeam::channel::unbounded();
         let mut threads = Vec::with_capacity(cores);
-        for (core, (listener, machine)) in listeners.into_iter().zip(machines.drain(..)).enumerate()
-        {
+        let per_core = listeners
+            .into_iter()
+            .zip(ws_listeners)
+            .zip(machines.drain(..));
+        for (core, ((listener, ws_listener), machine)) in per_core.enumerate() {
             let shared = Arc::clone(&shared);
             let pin = core_ids.get(core % available).copied();
             let exit_tx = exit_tx.clone();
@@ -274,7 +296,7 @@ impl Broker {
                     if let Some(id) = pin {
                         core_affinity::set_for_current(id);
                     }
-                    let result = run_core(core, shared, listener, machine, uring);
+                    let result = run_core(core, shared, (listener, ws_listener), machine, uring);
                     if let Err(error) = result {
                         tracing::error!(core, %error, "core runtime failed");
                     }
@@ -288,6 +310,7 @@ impl Broker {
             threads,
             exited,
             listen_addr,
+            ws_addr,
             driver,
         })
     }
@@ -295,6 +318,11 @@ impl Broker {
     /// The address streams connect to (the real port when configured with port 0).
     pub fn listen_addr(&self) -> SocketAddr {
         self.listen_addr
+    }
+
+    /// The WebSocket listener's address, when `ws.enabled`.
+    pub fn ws_addr(&self) -> Option<SocketAddr> {
+        self.ws_addr
     }
 
     /// `io_uring` or `epoll`.
@@ -376,11 +404,11 @@ impl Broker {
 fn shared_state(
     config: &BrokerConfig,
     (cores, core_ids): (usize, &[core_affinity::CoreId]),
-    budget: MemoryBudget,
+    (budget, statics): (MemoryBudget, Arc<ws::StaticFiles>),
     ledger: Arc<PeerLedger>,
     registries: Vec<Arc<CounterRegistry>>,
 ) -> Shared {
-    let settings = Settings::of(config);
+    let settings = Settings::of(config, statics);
     let lanes: Arc<[CoreLanes]> = (0..cores)
         .map(|_| CoreLanes::new(cores, config.server.inbox_messages_max))
         .collect();
@@ -446,10 +474,25 @@ fn start_pool(
     )
 }
 
+/// One core's listeners: BPS over TCP, and WebSocket when enabled.
+type CoreListeners = (std::net::TcpListener, Option<std::net::TcpListener>);
+
+/// Binds `cores` listeners on `addr` (the config key `key`); with the address they got.
+fn bind(
+    key: &'static str,
+    addr: SocketAddr,
+    cores: usize,
+) -> Result<(Vec<std::net::TcpListener>, SocketAddr), StartError> {
+    let failed = |error| StartError::Bind { key, addr, error };
+    let listeners = listener::bind_all(addr, cores).map_err(failed)?;
+    let bound = listeners[0].local_addr().map_err(failed)?;
+    Ok((listeners, bound))
+}
+
 fn run_core(
     core: usize,
     shared: Arc<Shared>,
-    listener: std::net::TcpListener,
+    listeners: CoreListeners,
     machine: Machine,
     uring: bool,
 ) -> std::io::Result<()> {
@@ -457,25 +500,29 @@ fn run_core(
         let mut runtime = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
             .enable_timer()
             .build()?;
-        runtime.block_on(serve(core, shared, listener, machine))
+        runtime.block_on(serve(core, shared, listeners, machine))
     } else {
         let mut runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
             .enable_timer()
             .build()?;
-        runtime.block_on(serve(core, shared, listener, machine))
+        runtime.block_on(serve(core, shared, listeners, machine))
     }
 }
 
 async fn serve(
     core: usize,
     shared: Arc<Shared>,
-    listener: std::net::TcpListener,
+    (listener, ws_listener): CoreListeners,
     machine: Machine,
 ) -> std::io::Result<()> {
     let listener = monoio::net::TcpListener::from_std(listener)?;
     let link = Rc::new(CoreLink::new(core, shared));
     let shard = Rc::new(Shard::new(Rc::clone(&link), machine));
     monoio::spawn(tcp::accept_loop(Rc::clone(&link), listener));
+    if let Some(ws_listener) = ws_listener {
+        let ws_listener = monoio::net::TcpListener::from_std(ws_listener)?;
+        monoio::spawn(ws::accept_loop(Rc::clone(&link), ws_listener));
+    }
     inject_panic(core);
     shard.run().await;
     Ok(())

@@ -1,7 +1,7 @@
 //! The outbound queue of one receiving stream, and when it means the stream is a slow
 //! consumer (R26).
 //!
-//! Owns: `OutboundQueue`, a bounded FIFO of encoded frames (shared `Bytes`: a delivery to
+//! Owns: `OutboundQueue`, a bounded FIFO of outgoing messages (shared bodies: a delivery to
 //! many streams is one allocation and a refcount per stream), drained in batches for
 //! vectored writes, and the R26 decision.
 //! Never does: I/O, or grow past `QUEUE_SLACK_FACTOR` times its bound.
@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use bytes::Bytes;
+use super::outgoing::Outgoing;
 
 /// Frames a queue holds at most, as a multiple of its R26 bound, while its writer has not
 /// been refused by the kernel: one turn of fan-out (at most half the bound) plus what a
@@ -74,7 +74,7 @@ pub enum Queued {
 #[derive(Debug)]
 pub struct OutboundQueue {
     frames_max: usize,
-    queued: VecDeque<Bytes>,
+    queued: VecDeque<Outgoing>,
     /// Whether the writer's last completed write was partial (the kernel refused bytes).
     kernel_full: bool,
 }
@@ -98,7 +98,7 @@ impl OutboundQueue {
     }
 
     /// Appends a frame, or says why the stream must be reset (nothing is queued then).
-    pub fn push(&mut self, frame: Bytes) -> Result<Queued, QueueFull> {
+    pub fn push(&mut self, frame: Outgoing) -> Result<Queued, QueueFull> {
         let queued = self.queued.len();
         let placed = if queued < self.frames_max {
             Queued::Within
@@ -118,7 +118,7 @@ impl OutboundQueue {
     }
 
     /// Hands up to `frames_max` frames from the front to `sink`, in order; returns how many.
-    pub fn drain_into(&mut self, frames_max: usize, mut sink: impl FnMut(Bytes)) -> usize {
+    pub fn drain_into(&mut self, frames_max: usize, mut sink: impl FnMut(Outgoing)) -> usize {
         let moved = frames_max.min(self.queued.len());
         for frame in self.queued.drain(..moved) {
             sink(frame);
@@ -154,9 +154,10 @@ mod tests {
     use bytes::Bytes;
 
     use super::{OutboundQueue, QueueFull, Queued};
+    use crate::io::outgoing::Outgoing;
 
-    fn frame() -> Bytes {
-        Bytes::from_static(b"frame")
+    fn frame() -> Outgoing {
+        Outgoing::bare(Bytes::from_static(b"frame"))
     }
 
     #[test]
@@ -192,15 +193,17 @@ mod tests {
     fn drain_moves_frames_in_order_up_to_the_limit() {
         let mut queue = OutboundQueue::new(4);
         for body in [b"a", b"b", b"c"] {
-            queue.push(Bytes::from_static(body)).expect("room");
+            queue
+                .push(Outgoing::bare(Bytes::from_static(body)))
+                .expect("room");
         }
         let mut out = Vec::new();
-        assert_eq!(queue.drain_into(2, |frame| out.push(frame)), 2);
+        assert_eq!(queue.drain_into(2, |frame| out.push(frame.body)), 2);
         assert_eq!(
             out,
             vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]
         );
-        assert_eq!(queue.drain_into(8, |frame| out.push(frame)), 1);
+        assert_eq!(queue.drain_into(8, |frame| out.push(frame.body)), 1);
         assert_eq!(queue.len(), 0);
         queue.push(frame()).expect("room");
         queue.clear();

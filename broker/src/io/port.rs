@@ -1,10 +1,12 @@
 //! One stream's side of the carrier boundary: what its carrier (the TCP connection, a
 //! WebSocket session) and its core share about it.
 //!
-//! Owns: `Port`: the stream's id, peer and transport, its home core once the Join went
-//! there, its life (open, flushing, resetting), its outbound queue (R26) with the write
-//! notices and latency samples keyed by frame sequence, its read window (credits), the
-//! batch being written, and the wakers of the carrier's reader and writer. A carrier reads
+//! Owns: `Port`: the stream's id, peer and transport, how its messages are framed, its home
+//! core once the Join went there, its life (open, flushing, resetting) and why it closes,
+//! its outbound queue (R26) with the write notices and latency samples keyed by frame
+//! sequence, a small slot of control messages (WebSocket pings and pongs) written between
+//! frames, its read window (credits), the batch being written, and the wakers of the
+//! carrier's reader and writer. A carrier reads
 //! frames and hands them to its core, and writes what the port queues; the core queues,
 //! credits and closes. Neither side ever touches the other's objects: this is the whole
 //! interface.
@@ -21,14 +23,52 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
+use std::rc::Rc;
 use std::time::Instant;
-
-use bytes::Bytes;
 
 use super::iovec::IoBatch;
 use super::notify::LocalNotify;
 use super::outbound::{OutboundQueue, QueueFull, Queued};
-use crate::protocol::{PeerId, StreamId, WriteNotice};
+use super::outgoing::Outgoing;
+use super::ws::{BridgeSession, Farewell};
+use crate::protocol::{CloseReason, PeerId, StreamId, WriteNotice};
+
+/// Control messages a port holds at most: one pong (a newer ping replaces an unanswered
+/// one, RFC 6455 section 5.5.3) and one ping of our own.
+pub const CONTROL_MESSAGES_MAX: usize = 2;
+
+/// How the core turns what it queues for a stream into the messages its carrier writes.
+#[derive(Clone, Debug)]
+pub enum Framing {
+    /// The frame as it is (TCP).
+    Bare,
+    /// One binary WebSocket message per frame (the native endpoint).
+    Native,
+    /// The SWIP-60 bridge: fields of each delivery, service kinds as text (W6, W10).
+    Bridge(Rc<BridgeSession>),
+}
+
+/// Why a stream closes, for a carrier that tells its peer (a WebSocket close code).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Closing {
+    /// The machine closed it.
+    Decided(CloseReason),
+    /// R26: reset as a slow consumer.
+    SlowConsumer,
+    /// The broker drains.
+    Drain,
+    /// No Join within `server.join_deadline_ms`.
+    JoinDeadline,
+    /// The carrier ended it (a WebSocket fault, an idle session), saying so with this.
+    Carrier(Farewell),
+}
+
+/// Which control message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlKind {
+    Ping,
+    Pong,
+}
 
 /// What a stream's bytes travel on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,16 +106,21 @@ pub enum Life {
 /// One stream, as its carrier and its core see it.
 pub struct Port {
     pub id: StreamId,
-    pub peer: PeerId,
+    peer: Cell<PeerId>,
     pub transport: Transport,
+    framing: RefCell<Framing>,
+    /// A W11 session: its Join carries an addr the broker drew.
+    anonymous: Cell<bool>,
     home: Cell<Option<usize>>,
     life: Cell<Life>,
+    closing: RefCell<Option<Closing>>,
     /// Whether the home core already knows the stream ended (it decided the close, or the
     /// end was reported), so the end needs no report.
     home_knows: Cell<bool>,
     /// Whether the stream holds a pre-Join slot in the peer ledger.
     prejoin: Cell<bool>,
     out: RefCell<OutboundQueue>,
+    control: RefCell<VecDeque<(ControlKind, Outgoing)>>,
     /// Frames queued since the start; notices and latency samples are keyed by this count.
     queued_total: Cell<u64>,
     written_total: Cell<u64>,
@@ -103,7 +148,7 @@ impl fmt::Debug for Port {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Port")
             .field("id", &self.id)
-            .field("peer", &self.peer)
+            .field("peer", &self.peer.get())
             .field("transport", &self.transport)
             .field("home", &self.home.get())
             .field("life", &self.life.get())
@@ -129,7 +174,7 @@ fn send_now(fd: RawFd, batch: &IoBatch) -> std::io::Result<usize> {
     // SAFETY: an all-zero msghdr is valid (no name, no control data).
     let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
     message.msg_iov = iovecs.as_ptr().cast_mut();
-    message.msg_iovlen = iovecs.len().min(crate::config::WRITE_BATCH_FRAMES_MAX) as _;
+    message.msg_iovlen = iovecs.len() as _;
     // SAFETY: `fd` is the port's open socket (cleared before it closes) and the iovecs point
     // into frames the batch keeps alive for the call.
     let sent = unsafe {
@@ -166,13 +211,17 @@ impl Port {
     ) -> Self {
         Port {
             id,
-            peer,
+            peer: Cell::new(peer),
             transport,
+            framing: RefCell::new(Framing::Bare),
+            anonymous: Cell::new(false),
             home: Cell::new(None),
             life: Cell::new(Life::Open),
+            closing: RefCell::new(None),
             home_knows: Cell::new(false),
             prejoin: Cell::new(true),
             out: RefCell::new(OutboundQueue::new(queue_frames_max)),
+            control: RefCell::new(VecDeque::with_capacity(CONTROL_MESSAGES_MAX)),
             queued_total: Cell::new(0),
             written_total: Cell::new(0),
             notices: RefCell::new(VecDeque::new()),
@@ -189,6 +238,11 @@ impl Port {
     }
 
     // ----- both sides -----
+
+    /// The peer (R32, R33, R39): the remote address, or the one a trusted proxy named.
+    pub fn peer(&self) -> PeerId {
+        self.peer.get()
+    }
 
     /// The core whose machine owns this stream's cohort, once its Join went there.
     pub fn home(&self) -> Option<usize> {
@@ -220,9 +274,43 @@ impl Port {
         self.home_knows.set(true);
     }
 
+    /// How the core frames what it queues here.
+    pub fn framing(&self) -> Framing {
+        self.framing.borrow().clone()
+    }
+
+    /// Whether the stream is a W11 anonymous session.
+    pub fn is_anonymous(&self) -> bool {
+        self.anonymous.get()
+    }
+
+    /// Why the stream closes, once it does and whoever decided it said so.
+    pub fn closing(&self) -> Option<Closing> {
+        self.closing.borrow().clone()
+    }
+
+    /// Records why the stream closes (the first word stands).
+    pub fn note_closing(&self, closing: Closing) {
+        let mut slot = self.closing.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(closing);
+        }
+    }
+
     /// Takes the stream's pre-Join slot (true once: the caller gives it back to the ledger).
     pub fn leave_prejoin(&self) -> bool {
         self.prejoin.replace(false)
+    }
+
+    /// The peer a trusted proxy named, and the pre-Join slot taken for it (the connection
+    /// was admitted without one: its peer was not known yet).
+    pub fn set_proxied_peer(&self, peer: PeerId) {
+        assert!(
+            self.home.get().is_none() && !self.prejoin.get(),
+            "a proxied peer is named once, before the Join"
+        );
+        self.peer.set(peer);
+        self.prejoin.set(true);
     }
 
     // ----- the core's side -----
@@ -230,14 +318,14 @@ impl Port {
     /// Queues one frame (R26; nothing is queued for a stream that is closing).
     pub fn enqueue(
         &self,
-        frame: Bytes,
+        message: Outgoing,
         notice: Option<WriteNotice>,
         read_at: Option<Instant>,
     ) -> Result<Queued, QueueFull> {
         if !self.is_open() {
             return Ok(Queued::Within);
         }
-        let placed = self.out.borrow_mut().push(frame)?;
+        let placed = self.out.borrow_mut().push(message)?;
         let sequence = self.queued_total.get() + 1;
         self.queued_total.set(sequence);
         if let Some(notice) = notice {
@@ -277,6 +365,7 @@ impl Port {
         }
         self.life.set(Life::Resetting);
         self.out.borrow_mut().clear();
+        self.control.borrow_mut().clear();
         self.read_wake.notify();
         self.write_wake.notify();
         self.tell_carrier(Life::Resetting);
@@ -307,9 +396,7 @@ impl Port {
         let Some(mut batch) = self.batch.borrow_mut().take() else {
             return flushed;
         };
-        self.out
-            .borrow_mut()
-            .drain_into(frames_max, |frame| batch.push(frame));
+        self.fill(&mut batch, frames_max);
         if batch.is_empty() {
             *self.batch.borrow_mut() = Some(batch);
             return flushed;
@@ -329,7 +416,7 @@ impl Port {
             flushed.bytes = offered as u64;
             batch.clear();
             self.out.borrow_mut().wrote(false);
-            if self.out.borrow().len() > 0 {
+            if self.has_more() {
                 // More than one batch was queued: the writer task takes the rest.
                 self.writer_busy.set(true);
                 self.write_wake.notify();
@@ -359,23 +446,32 @@ impl Port {
         self.socket.set(None);
     }
 
+    /// How the core frames what it queues for this stream, and whether it is a W11
+    /// anonymous session (set by the carrier before it hands the Join over).
+    pub fn set_framing(&self, framing: Framing, anonymous: bool) {
+        *self.framing.borrow_mut() = framing;
+        self.anonymous.set(anonymous);
+    }
+
     /// The socket the core may write to directly, and a batch of `frames_max` frames for
     /// the writes (set when the carrier starts).
     pub fn attach_socket(&self, fd: RawFd, frames_max: usize) {
         self.socket.set(Some(fd));
-        *self.batch.borrow_mut() = Some(IoBatch::with_capacity(frames_max));
+        *self.batch.borrow_mut() = Some(IoBatch::with_capacity(frames_max + CONTROL_MESSAGES_MAX));
     }
 
     /// For the writer task: the batch to write next (what the kernel refused earlier, or up
     /// to `frames_max` queued frames), now held by the writer; `None` when there is nothing
     /// to write.
     pub fn take_writing(&self, frames_max: usize) -> Option<IoBatch> {
-        let mut batch = self.batch.borrow_mut().take().unwrap_or_default();
+        let mut batch = self
+            .batch
+            .borrow_mut()
+            .take()
+            .unwrap_or_else(|| IoBatch::with_capacity(frames_max + CONTROL_MESSAGES_MAX));
         if batch.is_done() {
             batch.clear();
-            self.out
-                .borrow_mut()
-                .drain_into(frames_max, |frame| batch.push(frame));
+            self.fill(&mut batch, frames_max);
         }
         if batch.is_empty() {
             *self.batch.borrow_mut() = Some(batch);
@@ -391,9 +487,47 @@ impl Port {
     pub fn return_writing(&self, mut batch: IoBatch) {
         batch.clear();
         *self.batch.borrow_mut() = Some(batch);
-        if self.out.borrow().len() == 0 {
+        if !self.has_more() {
             self.writer_busy.set(false);
         }
+    }
+
+    /// Queues a control message, written before the next frame; a newer one of the same
+    /// kind replaces an unwritten one. Nothing is queued on a closing stream.
+    pub fn push_control(&self, kind: ControlKind, message: Outgoing) {
+        if !self.is_open() {
+            return;
+        }
+        let mut control = self.control.borrow_mut();
+        control.retain(|(queued, _)| *queued != kind);
+        control.push_back((kind, message));
+        self.write_wake.notify();
+    }
+
+    /// Moves control messages, then up to `frames_max` queued frames, into an empty batch
+    /// (control messages go between whole messages only: the batch is empty).
+    fn fill(&self, batch: &mut IoBatch, frames_max: usize) {
+        for (_, message) in self.control.borrow_mut().drain(..) {
+            batch.push_control(message);
+        }
+        let room = frames_max.min(batch.room());
+        self.out
+            .borrow_mut()
+            .drain_into(room, |message| batch.push(message));
+    }
+
+    /// Whether anything waits to be written after the current batch.
+    fn has_more(&self) -> bool {
+        self.out.borrow().len() > 0 || !self.control.borrow().is_empty()
+    }
+
+    /// Whether the batch being written (by the writer or left by a direct write) stopped
+    /// in the middle of a message.
+    pub fn mid_message(&self) -> bool {
+        self.batch
+            .borrow()
+            .as_ref()
+            .is_some_and(IoBatch::is_partial)
     }
 
     /// A write of `frames` frames completed (`partial`: the kernel took less than offered,
@@ -471,6 +605,7 @@ mod tests {
 
     use super::{Life, Port, Transport};
     use crate::io::outbound::{QueueFull, Queued};
+    use crate::io::outgoing::Outgoing;
     use crate::protocol::{PeerId, StreamId};
 
     fn port() -> Port {
@@ -489,13 +624,13 @@ mod tests {
         let told = Rc::new(Cell::new(None));
         let seen = Rc::clone(&told);
         port.set_on_close(Box::new(move |life| seen.set(Some(life))));
-        port.enqueue(Bytes::from_static(b"a"), None, None)
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"a")), None, None)
             .expect("room");
         port.flush_and_close();
         assert_eq!(port.life(), Life::Flushing);
         assert_eq!(told.get(), Some(Life::Flushing));
         assert_eq!(
-            port.enqueue(Bytes::from_static(b"b"), None, None),
+            port.enqueue(Outgoing::bare(Bytes::from_static(b"b")), None, None),
             Ok(Queued::Within)
         );
         assert_eq!(port.queued(), 1);
@@ -509,12 +644,12 @@ mod tests {
         let port = port();
         let notice = crate::protocol::WriteNotice(3);
         port.enqueue(
-            Bytes::from_static(b"a"),
+            Outgoing::bare(Bytes::from_static(b"a")),
             None,
             Some(std::time::Instant::now()),
         )
         .expect("room");
-        port.enqueue(Bytes::from_static(b"b"), Some(notice), None)
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"b")), Some(notice), None)
             .expect("room");
         let first = port.written(1);
         assert!(first.sample_us.is_some());
@@ -527,17 +662,17 @@ mod tests {
     #[test]
     fn the_kernel_refusing_bytes_makes_a_full_queue_a_slow_consumer() {
         let port = port();
-        port.enqueue(Bytes::from_static(b"a"), None, None)
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"a")), None, None)
             .expect("room");
-        port.enqueue(Bytes::from_static(b"b"), None, None)
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"b")), None, None)
             .expect("room");
         assert_eq!(
-            port.enqueue(Bytes::from_static(b"c"), None, None),
+            port.enqueue(Outgoing::bare(Bytes::from_static(b"c")), None, None),
             Ok(Queued::InSlack)
         );
         port.wrote(true);
         assert_eq!(
-            port.enqueue(Bytes::from_static(b"d"), None, None),
+            port.enqueue(Outgoing::bare(Bytes::from_static(b"d")), None, None),
             Err(QueueFull::SlowConsumer { frames_max: 2 })
         );
         assert!(port.take_credit());

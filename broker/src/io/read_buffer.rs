@@ -94,6 +94,12 @@ impl ReadBuffer {
         }
     }
 
+    /// The bytes read and not consumed yet, for a carrier that parses its own framing (a
+    /// WebSocket session's decoder consumes from the front).
+    pub fn unparsed(&mut self) -> &mut BytesMut {
+        &mut self.buffer
+    }
+
     /// The next whole frame, copied into a charged allocation of its own; `None` when it has
     /// not fully arrived.
     pub fn next_frame(&mut self, frame_bytes_max: usize) -> Result<Option<Frame>, FrameError> {

@@ -2,9 +2,9 @@
 //! overflow a sender keeps per destination, and the pausing and waking that keep every one of
 //! them bounded.
 //!
-//! Owns: `HomeMsg` (stream to machine: Join, Frame, Closed, Written, towards a cohort's home
-//! core), `OwnerMsg` (machine to stream: Send, Deliver, Close, towards the core that owns the
-//! connection), `CoreLanes` (one core's inbound lanes: home, owner, credits, verification
+//! Owns: `HomeMsg` (stream to machine: Join, Frame, Closed, Written, and a relayed service
+//! chunk, towards a cohort's home core), `OwnerMsg` (machine to stream: Send, Deliver,
+//! Close, and the outcome of a relay, towards the core that owns the connection), `CoreLanes` (one core's inbound lanes: home, owner, credits, verification
 //! results, and its doorbell) and `Router` (one core's sending side: lanes to every core, an
 //! overflow per destination and direction, and the local queue for messages to itself).
 //!
@@ -51,14 +51,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use bps_proto::Frame;
+use bps_proto::{CohortKey, Frame, Hash};
 use bps_verify::pool::Done;
 use bytes::Bytes;
 use crossbeam::queue::SegQueue;
 
 use super::lane::{Doorbell, Lane};
 use crate::metrics::CoreMetrics;
-use crate::protocol::{CloseReason, ClosedBy, PeerId, StreamId, Targets, Ticket, WriteNotice};
+use crate::protocol::{
+    Arrival, ChunkFacts, CloseReason, ClosedBy, RelayOutcome, StreamId, Targets, Ticket,
+    WriteNotice,
+};
+
+/// Makes the frame of a relayed service chunk under a candidate admin stream's challenge
+/// (BPS.md W5); built by the carrier that read the request, run on the home core.
+pub struct RelayFrames(pub Box<dyn Fn(&Hash) -> Frame + Send>);
+
+impl std::fmt::Debug for RelayFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RelayFrames")
+    }
+}
 
 /// A verification result on its way back to the core that asked for it.
 pub type VerifyDone = Done<(usize, Ticket)>;
@@ -69,7 +82,7 @@ pub enum HomeMsg {
     /// The stream's first frame.
     Join {
         stream: StreamId,
-        peer: PeerId,
+        arrival: Arrival,
         frame: Frame,
     },
     /// A later frame, with when it was read.
@@ -80,6 +93,14 @@ pub enum HomeMsg {
     },
     /// The stream ended for a reason the machine did not decide.
     Closed { stream: StreamId, cause: ClosedBy },
+    /// W5: a service chunk for the cohort `key`, outside any stream; the outcome goes back
+    /// to core `reply_core` as relay `relay`.
+    Relay {
+        key: CohortKey,
+        frames: RelayFrames,
+        reply_core: usize,
+        relay: u64,
+    },
     /// A frame sent with a notice is on the wire.
     Written {
         stream: StreamId,
@@ -101,6 +122,7 @@ pub enum OwnerMsg {
     Deliver {
         frame: Bytes,
         targets: Targets,
+        facts: Arc<ChunkFacts>,
         from: usize,
         to: usize,
         read_at: Option<Instant>,
@@ -110,6 +132,8 @@ pub enum OwnerMsg {
         stream: StreamId,
         reason: CloseReason,
     },
+    /// What became of relay `relay` this core asked for.
+    Relayed { relay: u64, outcome: RelayOutcome },
 }
 
 /// One core's inbound lanes, shared by every thread that sends to it.

@@ -27,6 +27,9 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use bps_proto::CohortKey;
 use bps_verify::VerifyRequest;
 use bps_verify::verifier::Verifier;
 use bytes::Bytes;
@@ -35,9 +38,13 @@ use super::control::Control;
 use super::link::CoreLink;
 use super::notify::yield_turn;
 use super::outbound::Queued;
-use super::router::{HomeMsg, OwnerMsg, VerifyDone};
+use super::outgoing::Outgoing;
+use super::port::{Closing, Port};
+use super::router::{HomeMsg, OwnerMsg, RelayFrames, VerifyDone};
+use super::ws::{Renditions, single};
 use crate::protocol::{
-    Action, CloseReason, ClosedBy, Machine, Millis, StreamId, Targets, Ticket, WriteNotice,
+    Action, ChunkFacts, CloseReason, ClosedBy, Machine, Millis, StreamId, Targets, Ticket,
+    WriteNotice,
 };
 
 /// Home and owner messages one turn takes at most, each, before the other tasks run.
@@ -228,9 +235,12 @@ impl Shard {
             match msg {
                 HomeMsg::Join {
                     stream,
-                    peer,
+                    arrival,
                     frame,
-                } => self.machine.borrow_mut().on_join(now, peer, stream, frame),
+                } => self
+                    .machine
+                    .borrow_mut()
+                    .on_join(now, stream, arrival, frame),
                 HomeMsg::Frame {
                     stream,
                     frame,
@@ -245,9 +255,40 @@ impl Shard {
                 HomeMsg::Written { stream, notice } => {
                     self.machine.borrow_mut().on_written(now, stream, notice);
                 }
+                HomeMsg::Relay {
+                    key,
+                    frames,
+                    reply_core,
+                    relay,
+                } => self.relay(now, &key, &frames, (reply_core, relay)),
             }
             self.execute();
             self.current_read_at.set(None);
+        }
+    }
+
+    /// W5: a service chunk posted for a cohort of this core; its signature is checked here
+    /// at once (a POST is rare and holds no read credit), and the outcome goes back.
+    fn relay(
+        &self,
+        now: Millis,
+        key: &CohortKey,
+        frames: &RelayFrames,
+        (reply_core, relay): (usize, u64),
+    ) {
+        let outcome = self.machine.borrow_mut().on_relay(
+            now,
+            key,
+            &mut |challenge| (frames.0)(challenge),
+            &mut |request| bps_verify::verify(request),
+        );
+        self.execute();
+        if reply_core == self.link.core {
+            self.link.relayed(relay, outcome);
+        } else {
+            self.link
+                .router
+                .to_owner(reply_core, OwnerMsg::Relayed { relay, outcome });
         }
     }
 
@@ -299,22 +340,25 @@ impl Shard {
                     stream,
                     frame,
                     notice,
-                } => self.enqueue(stream, frame, notice, None),
+                } => self.enqueue_single(stream, &frame, notice),
                 OwnerMsg::Deliver {
                     frame,
                     targets,
+                    facts,
                     from,
                     to,
                     read_at,
                 } => {
                     fanouts += 1;
+                    let mut renditions = Renditions::new(&frame, &facts, self.link.memory());
                     for stream in &targets.all[from..to] {
                         if !targets.excludes(*stream) {
-                            self.enqueue(*stream, frame.clone(), None, read_at);
+                            self.enqueue_delivery(*stream, &mut renditions, read_at);
                         }
                     }
                 }
                 OwnerMsg::Close { stream, reason } => self.close_local(stream, &reason),
+                OwnerMsg::Relayed { relay, outcome } => self.link.relayed(relay, outcome),
             }
         }
     }
@@ -332,7 +376,11 @@ impl Shard {
                     frame,
                     notice,
                 } => self.send(stream, frame, notice),
-                Action::Deliver { frame, targets } => self.deliver(frame, targets),
+                Action::Deliver {
+                    frame,
+                    targets,
+                    facts,
+                } => self.deliver(frame, targets, facts),
                 Action::Verify { ticket, request } => self.verify(ticket, request),
                 Action::Consumed { stream } => self.consumed(stream),
                 Action::Close { stream, reason } => {
@@ -368,6 +416,7 @@ impl Shard {
     fn close_local(&self, stream: StreamId, reason: &CloseReason) {
         if let Some(port) = self.link.port(stream) {
             port.mark_reported();
+            port.note_closing(Closing::Decided(reason.clone()));
             if reason.graceful() {
                 self.link.flush(&port);
             } else {
@@ -379,7 +428,7 @@ impl Shard {
     fn send(&self, stream: StreamId, frame: Bytes, notice: Option<WriteNotice>) {
         let owner = usize::from(stream.core());
         if owner == self.link.core {
-            self.enqueue(stream, frame, notice, None);
+            self.enqueue_single(stream, &frame, notice);
         } else {
             self.link.router.to_owner(
                 owner,
@@ -393,18 +442,19 @@ impl Shard {
     }
 
     /// Fans one frame out: local targets directly, one message per other core.
-    fn deliver(&self, frame: Bytes, targets: Targets) {
+    fn deliver(&self, frame: Bytes, targets: Targets, facts: Arc<ChunkFacts>) {
         let read_at = self.current_read_at.get();
-        let all = std::sync::Arc::clone(&targets.all);
+        let all = Arc::clone(&targets.all);
         let mut from = 0;
         while from < all.len() {
             let core = usize::from(all[from].core());
             let to =
                 from + all[from..].partition_point(|stream| usize::from(stream.core()) == core);
             if core == self.link.core {
+                let mut renditions = Renditions::new(&frame, &facts, self.link.memory());
                 for stream in &all[from..to] {
                     if !targets.excludes(*stream) {
-                        self.enqueue(*stream, frame.clone(), None, read_at);
+                        self.enqueue_delivery(*stream, &mut renditions, read_at);
                     }
                 }
             } else {
@@ -413,6 +463,7 @@ impl Shard {
                     OwnerMsg::Deliver {
                         frame: frame.clone(),
                         targets: targets.clone(),
+                        facts: Arc::clone(&facts),
                         from,
                         to,
                         read_at,
@@ -423,27 +474,57 @@ impl Shard {
         }
     }
 
-    fn enqueue(
+    /// One stream's share of a delivery, framed for its carrier.
+    fn enqueue_delivery(
         &self,
         stream: StreamId,
-        frame: Bytes,
-        notice: Option<WriteNotice>,
+        renditions: &mut Renditions<'_>,
         read_at: Option<Instant>,
     ) {
         let Some(port) = self.link.port(stream) else {
             return;
         };
-        match port.enqueue(frame, notice, read_at) {
-            Ok(Queued::Within) => self.link.touched(&port),
+        if let Some(message) = renditions.for_port(&port) {
+            self.enqueue(&port, message, None, read_at);
+        }
+    }
+
+    /// A frame for one stream (an Ack, a roster on its own), framed for its carrier; one
+    /// that its carrier does not pass on is written at once, as far as notices go.
+    fn enqueue_single(&self, stream: StreamId, frame: &Bytes, notice: Option<WriteNotice>) {
+        let Some(port) = self.link.port(stream) else {
+            return;
+        };
+        match single(&port, frame, self.link.memory()) {
+            Some(message) => self.enqueue(&port, message, notice, None),
+            None => {
+                if let Some(notice) = notice {
+                    self.link.notice_written(&port, notice);
+                }
+            }
+        }
+    }
+
+    fn enqueue(
+        &self,
+        port: &Rc<Port>,
+        message: Outgoing,
+        notice: Option<WriteNotice>,
+        read_at: Option<Instant>,
+    ) {
+        let stream = port.id;
+        match port.enqueue(message, notice, read_at) {
+            Ok(Queued::Within) => self.link.touched(port),
             Ok(Queued::InSlack) => {
                 self.link.metrics().queue_slack.inc();
-                self.link.touched(&port);
+                self.link.touched(port);
             }
             Err(full) => {
                 self.link.metrics().queue_resets.inc();
                 if self.link.may_log() {
-                    tracing::debug!(%stream, peer = %port.peer, %full, "slow consumer reset (R26)");
+                    tracing::debug!(%stream, peer = %port.peer(), %full, "slow consumer reset (R26)");
                 }
+                port.note_closing(Closing::SlowConsumer);
                 port.reset();
                 if port.end_unreported()
                     && let Some(home) = port.home()

@@ -67,7 +67,7 @@ fn start(link: &Rc<CoreLink>, stream: TcpStream, addr: SocketAddr) {
 }
 
 /// Socket options of an accepted connection.
-fn configure(stream: &TcpStream, settings: &super::Settings) {
+pub(super) fn configure(stream: &TcpStream, settings: &super::Settings) {
     // Nagle would hold back small Acks; the writer already batches.
     let _ = stream.set_nodelay(true);
     // SAFETY: the fd is the open socket `stream` owns, borrowed only for these calls.
@@ -84,13 +84,13 @@ fn configure(stream: &TcpStream, settings: &super::Settings) {
 
 /// The cancellers of a connection's operations in flight.
 #[derive(Default)]
-struct Cancellers {
-    read: RefCell<Option<Canceller>>,
-    write: RefCell<Option<Canceller>>,
+pub(super) struct Cancellers {
+    pub read: RefCell<Option<Canceller>>,
+    pub write: RefCell<Option<Canceller>>,
 }
 
 impl Cancellers {
-    fn cancel(slot: &RefCell<Option<Canceller>>) {
+    pub fn cancel(slot: &RefCell<Option<Canceller>>) {
         if let Some(canceller) = slot.borrow_mut().take() {
             // The handles share the cancelled state; the fresh canceller returned is unused.
             drop(canceller.cancel());
@@ -247,7 +247,7 @@ async fn write_loop(
     }
 }
 
-fn shutdown_write(fd: RawFd) {
+pub(super) fn shutdown_write(fd: RawFd) {
     // SAFETY: `fd` is this connection's socket, open until both halves are dropped, which
     // happens only after the reader and writer ended. ENOTCONN after a peer reset is fine.
     unsafe {
@@ -255,7 +255,7 @@ fn shutdown_write(fd: RawFd) {
     }
 }
 
-fn set_linger_zero(fd: RawFd) {
+pub(super) fn set_linger_zero(fd: RawFd) {
     let linger = libc::linger {
         l_onoff: 1,
         l_linger: 0,

@@ -30,6 +30,8 @@ use bps_proto::{
 use bps_verify::SigningKey;
 use bytes::{Bytes, BytesMut};
 
+pub mod ws;
+
 /// Upper bound for anything that must happen (a frame arriving, a counter moving, a close).
 pub const WAIT: Duration = Duration::from_secs(10);
 /// How long "nothing arrives" is watched for.
@@ -57,6 +59,7 @@ pub struct Broker {
     child: Option<Child>,
     listen: SocketAddr,
     admin: SocketAddr,
+    ws: Option<SocketAddr>,
     log: Arc<Mutex<String>>,
 }
 
@@ -98,6 +101,8 @@ impl Broker {
             "--listen",
             "127.0.0.1:0",
             "--admin-listen",
+            "127.0.0.1:0",
+            "--ws-listen",
             "127.0.0.1:0",
             "--cores",
             "2",
@@ -143,12 +148,14 @@ impl Broker {
             child: Some(child),
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             admin: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ws: None,
             log,
         };
         match line_rx.recv_timeout(START_WAIT) {
-            Ok((listen, admin)) => {
+            Ok((listen, admin, ws)) => {
                 broker.listen = listen;
                 broker.admin = admin;
+                broker.ws = ws;
             }
             Err(_) => panic!(
                 "bps-broker printed no listening line within {START_WAIT:?}; exit: {:?}\n{}",
@@ -172,6 +179,11 @@ impl Broker {
     /// The admin HTTP address.
     pub fn admin(&self) -> SocketAddr {
         self.admin
+    }
+
+    /// The WebSocket listener's address.
+    pub fn ws(&self) -> SocketAddr {
+        self.ws.expect("the broker runs its WebSocket listener")
     }
 
     /// Everything the broker wrote on stderr so far.
@@ -351,19 +363,22 @@ impl Drop for Broker {
     }
 }
 
-/// `listen=IP:PORT admin=IP:PORT` from the broker's listening line.
-fn parse_listening(line: &str) -> Option<(SocketAddr, SocketAddr)> {
+/// `listen=IP:PORT admin=IP:PORT ws=IP:PORT|off` from the broker's listening line.
+fn parse_listening(line: &str) -> Option<(SocketAddr, SocketAddr, Option<SocketAddr>)> {
     let rest = line.strip_prefix("bps-broker listening ")?;
     let mut listen = None;
     let mut admin = None;
+    let mut ws = None;
     for field in rest.split_whitespace() {
         if let Some(value) = field.strip_prefix("listen=") {
             listen = value.parse().ok();
         } else if let Some(value) = field.strip_prefix("admin=") {
             admin = value.parse().ok();
+        } else if let Some(value) = field.strip_prefix("ws=") {
+            ws = value.parse().ok();
         }
     }
-    Some((listen?, admin?))
+    Some((listen?, admin?, ws))
 }
 
 /// A sample without labels from a scrape (0 if absent would hide a renamed metric, so absent

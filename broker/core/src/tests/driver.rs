@@ -11,7 +11,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use bps_proto::{
-    Ack, Address, Frame, Hash, Kind, Spec, Status, encode_frame, encode_roster, next_frame,
+    Ack, Address, Broadcast, Frame, Hash, Kind, Spec, Status, encode_frame, encode_roster,
+    next_frame,
 };
 use bps_verify::{SignedFrame, SigningKey, sign_broadcast};
 use bytes::{Bytes, BytesMut};
@@ -20,8 +21,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::{
-    Action, CloseReason, Counter, Machine, Millis, PeerId, PeerLedger, ProtocolConfig, StreamId,
-    Targets, Violation, WriteNotice,
+    Action, Arrival, ChunkFacts, CloseReason, Counter, Machine, Millis, PeerId, PeerLedger,
+    ProtocolConfig, StreamId, Targets, Violation, WriteNotice,
 };
 
 /// The peer at 10.0.0.`n`.
@@ -149,6 +150,8 @@ pub fn send_noticed(stream: StreamId, frame: &Bytes, notice: u64) -> Action {
     }
 }
 
+/// The delivery of `frame` to `targets`, with the facts recovered from its chunk here (by
+/// full recovery, independently of the verifier's paths).
 pub fn deliver(frame: &Bytes, targets: &[StreamId]) -> Action {
     Action::Deliver {
         frame: frame.clone(),
@@ -156,6 +159,22 @@ pub fn deliver(frame: &Bytes, targets: &[StreamId]) -> Action {
             all: targets.into(),
             except: Arc::from([]),
         },
+        facts: Arc::new(facts_of(frame)),
+    }
+}
+
+fn facts_of(frame: &Bytes) -> ChunkFacts {
+    let mut buffer = BytesMut::from(&frame[..]);
+    let body = next_frame(&mut buffer, usize::MAX)
+        .expect("a delivered frame is delimited")
+        .expect("a delivered frame is whole");
+    let broadcast = Broadcast::decode(body).expect("a delivered frame is a Broadcast");
+    let recovered = bps_verify::validate_soc(&broadcast.soc).expect("a delivered chunk is valid");
+    ChunkFacts {
+        owner: recovered.owner,
+        address: recovered.address,
+        wrapped: recovered.cac_address,
+        public_key: recovered.public_key,
     }
 }
 
@@ -303,8 +322,13 @@ impl Rig {
 
     /// Feeds a raw Join body.
     pub fn join_raw(&mut self, peer: PeerId, stream: StreamId, body: Bytes) -> Vec<Action> {
+        self.join_as(Arrival::declared(peer, "tcp"), stream, body)
+    }
+
+    /// Feeds a raw Join body of a stream that arrived as `arrival` says.
+    pub fn join_as(&mut self, arrival: Arrival, stream: StreamId, body: Bytes) -> Vec<Action> {
         self.machine
-            .on_join(self.now, peer, stream, framed_body(&body));
+            .on_join(self.now, stream, arrival, framed_body(&body));
         self.drain()
     }
 

@@ -5,6 +5,7 @@
 mod configs;
 mod driver;
 mod machine_api;
+mod rules_bridge;
 mod rules_cohorts;
 mod rules_frames;
 mod rules_roles;

@@ -504,6 +504,7 @@ fn r36_a_cohort_whose_last_stream_leaves_is_reclaimed_at_once() {
             peers_blocked: 0,
             prejoin_connections: 0,
             peers_with_join_timeouts: 0,
+            anonymous_sessions: 0,
         }
     );
     // The stale inactivity timer of the reclaimed cohort does nothing.

@@ -1,0 +1,360 @@
+//! One connection to the WebSocket listener, up to the point where it is a session or has
+//! had its HTTP answer.
+//!
+//! Owns: admission at accept (answered with an HTTP status when refused, W10), the request
+//! head (bounded in bytes and headers, within the Join deadline), the peer a trusted
+//! reverse proxy names (`X-Forwarded-For`), the `Origin` check, the routing of the request
+//! (the native endpoint, the bridge, the W5 service POST and its preflight) and the answers
+//! that refuse before the upgrade.
+//! Never does: frame WebSocket messages (`session`) or judge a chunk (the machine).
+
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bps_ws::{
+    BridgeParams, Lookup, RequestHead, Response, check_upgrade, origin_allowed, parse_request_head,
+    parse_topic, switching_protocols,
+};
+use bytes::BytesMut;
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::net::{TcpListener, TcpStream};
+
+use super::bridge_session::BridgeSession;
+use super::service;
+use super::session::{self, Endpoint};
+use crate::io::link::{CoreLink, Refusal};
+use crate::io::port::{Framing, Port, Transport};
+use crate::io::tcp;
+
+/// Bytes of a request head read at most: a browser's upgrade request is about 500 bytes,
+/// cookies of the page's origin may add a few KiB (nginx's default bound is 8 KiB too).
+pub const HEAD_BYTES_MAX: usize = 8 * 1024;
+/// Header lines of a request head at most.
+pub const HEADERS_MAX: usize = 64;
+/// The path of the native endpoint (one BPS frame per binary message).
+pub const NATIVE_PATH: &str = "/bps/v1";
+/// The prefix of the bridge's paths (W1, W5, W8).
+pub const BRIDGE_PREFIX: &str = "/pubsub/";
+/// How long an HTTP answer may take to write before the connection is dropped.
+const ANSWER_WRITE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Accepts until a drain shuts the listener.
+pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
+    link.register_listener(std::os::fd::AsRawFd::as_raw_fd(&listener));
+    loop {
+        let (stream, addr) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                if link.draining() {
+                    return;
+                }
+                if link.may_log() {
+                    tracing::warn!(core = link.core, %error, "WebSocket accept failed");
+                }
+                monoio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if link.draining() {
+            monoio::spawn(refuse(Rc::clone(&link), stream, Refusal::Draining));
+            return;
+        }
+        start(&link, stream, addr);
+    }
+}
+
+/// Admits one accepted connection and serves it; a refused one gets its status and goes.
+fn start(link: &Rc<CoreLink>, stream: TcpStream, addr: SocketAddr) {
+    let proxied = link.settings().ws.trusted_proxies.contains(&addr.ip());
+    let admitted = if proxied {
+        link.admit_proxied(addr.ip(), Transport::WebSocket)
+    } else {
+        link.admit(addr.ip(), Transport::WebSocket)
+    };
+    match admitted {
+        Ok(port) => {
+            tcp::configure(&stream, link.settings());
+            monoio::spawn(serve(Rc::clone(link), port, stream, proxied));
+        }
+        Err(refusal) => {
+            monoio::spawn(refuse(Rc::clone(link), stream, refusal));
+        }
+    }
+}
+
+/// The status of a refusal at accept (W10).
+fn refusal_response(refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::Blocklisted => Response::error(403, "the peer is blocklisted (R39)"),
+        Refusal::PrejoinMax => {
+            Response::error(429, "too many connections of this peer have not joined yet")
+        }
+        Refusal::Draining => Response::error(503, "the broker is draining"),
+        Refusal::ConnectionsMax => Response::error(503, "the broker is at its connection bound"),
+    }
+}
+
+async fn refuse(link: Rc<CoreLink>, mut stream: TcpStream, refusal: Refusal) {
+    answer(&link, &mut stream, refusal_response(refusal)).await;
+}
+
+/// Writes an HTTP answer and closes: the write side first, then what the client still
+/// sends is read briefly, so the answer is not lost to a reset.
+pub async fn answer(link: &CoreLink, stream: &mut TcpStream, response: Response) {
+    link.metrics().ws_http_answer(response.status);
+    let bytes = response.to_bytes();
+    let written = monoio::time::timeout(ANSWER_WRITE_DEADLINE, stream.write_all(bytes)).await;
+    if matches!(written, Ok((Ok(_), _))) {
+        let _ = stream.shutdown().await;
+        session::linger(stream).await;
+    }
+}
+
+/// Reads the request head and routes the request; the port ends here unless it became a
+/// session.
+async fn serve(link: Rc<CoreLink>, port: Rc<Port>, mut stream: TcpStream, proxied: bool) {
+    let deadline = Duration::from_millis(link.settings().join_deadline_ms);
+    let head = monoio::time::timeout(deadline, read_head(&mut stream)).await;
+    let (head, leftover) = match head {
+        Ok(Ok(Some(parsed))) => parsed,
+        Ok(Ok(None)) => return end(&link, &port),
+        Ok(Err(response)) => {
+            answer(&link, &mut stream, response).await;
+            return end(&link, &port);
+        }
+        // The Join deadline: the link resets the port and counts it.
+        Err(_) => return end(&link, &port),
+    };
+    if link.draining() {
+        answer(&link, &mut stream, refusal_response(Refusal::Draining)).await;
+        return end(&link, &port);
+    }
+    if proxied && let Err(response) = name_peer(&link, &port, &head) {
+        answer(&link, &mut stream, response).await;
+        return end(&link, &port);
+    }
+    match route(&link, &head) {
+        Route::Answer(response) => {
+            answer(&link, &mut stream, response).await;
+            end(&link, &port);
+        }
+        Route::Service(topic) => {
+            let response = service::handle(&link, &head, &topic, leftover, &mut stream).await;
+            answer(&link, &mut stream, response).await;
+            end(&link, &port);
+        }
+        Route::Upgrade { accept, endpoint } => {
+            upgrade(link, port, stream, (accept, leftover), endpoint).await;
+        }
+    }
+}
+
+/// The port of a connection that never became a session.
+fn end(link: &CoreLink, port: &Port) {
+    port.clear_on_close();
+    link.ended(port, crate::protocol::ClosedBy::Peer);
+}
+
+/// What a request asks for.
+pub(super) enum Route {
+    Answer(Response),
+    Service(String),
+    Upgrade { accept: String, endpoint: Endpoint },
+}
+
+fn route(link: &CoreLink, head: &RequestHead) -> Route {
+    let settings = &link.settings().ws;
+    if !origin_allowed(head.header("origin"), &settings.allowed_origins) {
+        return Route::Answer(Response::error(
+            403,
+            "origin not allowed (ws.allowed_origins)",
+        ));
+    }
+    let path = head.path.as_str();
+    if path == NATIVE_PATH {
+        return match check_upgrade(head) {
+            Ok(accept) => Route::Upgrade {
+                accept,
+                endpoint: Endpoint::Native,
+            },
+            Err(error) => Route::Answer(error.to_response()),
+        };
+    }
+    let Some(rest) = path.strip_prefix(BRIDGE_PREFIX) else {
+        return Route::Answer(static_file(settings, head));
+    };
+    if rest.is_empty() {
+        return Route::Answer(Response::error(
+            404,
+            "GET /pubsub/ (the topic list, W8) is served on the admin port",
+        ));
+    }
+    if let Some(topic) = rest.strip_suffix("/service") {
+        return service::route(settings, head, topic);
+    }
+    if rest.contains('/') {
+        return Route::Answer(Response::error(404, "no such endpoint"));
+    }
+    bridge_route(link, head, rest)
+}
+
+/// A file of `ws.static_dir`, or 404.
+fn static_file(settings: &super::WsSettings, head: &RequestHead) -> Response {
+    let Some((content_type, bytes)) = settings.statics.get(&head.path) else {
+        return Response::error(404, "no such endpoint");
+    };
+    if head.method != "GET" && head.method != "HEAD" {
+        let mut response = Response::error(405, "use GET");
+        response
+            .headers
+            .push(("Allow".to_owned(), "GET, HEAD".to_owned()));
+        return response;
+    }
+    Response {
+        status: 200,
+        headers: vec![
+            ("Content-Type".to_owned(), (*content_type).to_owned()),
+            ("Cache-Control".to_owned(), "no-cache".to_owned()),
+        ],
+        body: if head.method == "HEAD" {
+            Vec::new()
+        } else {
+            bytes.to_vec()
+        },
+    }
+}
+
+fn bridge_route(link: &CoreLink, head: &RequestHead, topic: &str) -> Route {
+    let lookup = match Lookup::new(head) {
+        Ok(lookup) => lookup,
+        Err(error) => return Route::Answer(Response::error(400, &error.to_string())),
+    };
+    let params = match parse_topic(topic).and_then(|topic| BridgeParams::parse(topic, &lookup)) {
+        Ok(params) => params,
+        Err(error) => return Route::Answer(Response::error(400, &error.to_string())),
+    };
+    if params.spec.history && !link.settings().history_served {
+        return Route::Answer(Response::error(
+            400,
+            "parameter \"history\": this broker does not serve history",
+        ));
+    }
+    match check_upgrade(head) {
+        Ok(accept) => Route::Upgrade {
+            accept,
+            endpoint: Endpoint::Bridge(params),
+        },
+        Err(error) => Route::Answer(error.to_response()),
+    }
+}
+
+async fn upgrade(
+    link: Rc<CoreLink>,
+    port: Rc<Port>,
+    mut stream: TcpStream,
+    (accept, leftover): (String, BytesMut),
+    endpoint: Endpoint,
+) {
+    let response = switching_protocols(&accept);
+    let written = monoio::time::timeout(ANSWER_WRITE_DEADLINE, stream.write_all(response)).await;
+    if !matches!(written, Ok((Ok(_), _))) {
+        return end(&link, &port);
+    }
+    let join = match &endpoint {
+        Endpoint::Native => {
+            port.set_framing(Framing::Native, false);
+            None
+        }
+        Endpoint::Bridge(params) => Some(bridge_join(&port, params)),
+    };
+    link.metrics().ws_upgrade(endpoint.name());
+    session::run(link, port, stream, leftover, join).await;
+}
+
+/// The Join of a bridge session (W2, W3, W11), and its framing on the port.
+fn bridge_join(port: &Port, params: &BridgeParams) -> bps_proto::Frame {
+    let publishes = params.addr.is_some();
+    let addr = params.addr.unwrap_or_else(rand::random);
+    let session = BridgeSession::new(params.spec, params.fields, publishes, params.keep_alive_s);
+    port.set_framing(Framing::Bridge(Rc::new(session)), !publishes);
+    bps_proto::Frame::encode(&params.spec.to_join(&addr))
+}
+
+/// Reads until a whole request head is there; `None` when the peer left first.
+async fn read_head(stream: &mut TcpStream) -> Result<Option<(RequestHead, BytesMut)>, Response> {
+    let mut buffer = BytesMut::with_capacity(1024);
+    loop {
+        match parse_request_head(&buffer, HEAD_BYTES_MAX, HEADERS_MAX) {
+            Ok(Some((head, used))) => {
+                let leftover = buffer.split_off(used);
+                return Ok(Some((head, leftover)));
+            }
+            Ok(None) => {}
+            Err(error) => return Err(Response::error(error.status(), &error.to_string())),
+        }
+        if buffer.capacity() - buffer.len() < 512 {
+            buffer.reserve(buffer.len().clamp(512, HEAD_BYTES_MAX));
+        }
+        let filled = buffer.len();
+        let room = buffer.capacity() - filled;
+        let (result, back) = stream
+            .read(monoio::buf::IoBufMut::slice_mut(
+                buffer,
+                filled..filled + room,
+            ))
+            .await;
+        buffer = back.into_inner();
+        match result {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(_) => {}
+        }
+    }
+}
+
+/// The peer a trusted proxy names: the rightmost `X-Forwarded-For` entry that is not a
+/// trusted proxy itself (what the nearest untrusted hop was), or the first entry when
+/// every hop is trusted; its bounds apply from here on.
+fn name_peer(link: &CoreLink, port: &Port, head: &RequestHead) -> Result<(), Response> {
+    let trusted = &link.settings().ws.trusted_proxies;
+    let Some(ip) = forwarded_peer(head.header("x-forwarded-for"), trusted) else {
+        return Err(Response::error(
+            400,
+            "header \"X-Forwarded-For\": a trusted proxy must name the client",
+        ));
+    };
+    link.name_proxied_peer(port, ip).map_err(refusal_response)
+}
+
+fn forwarded_peer(header: Option<&str>, trusted: &[IpAddr]) -> Option<IpAddr> {
+    let hops: Vec<IpAddr> = header?
+        .split(',')
+        .filter_map(|entry| entry.trim().parse::<IpAddr>().ok())
+        .collect();
+    // Every hop a trusted proxy: the first one is the client itself.
+    hops.iter()
+        .rev()
+        .find(|ip| !trusted.contains(ip))
+        .or(hops.first())
+        .copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_forwarded_peer_is_the_rightmost_untrusted_entry() {
+        let trusted: Vec<IpAddr> = vec!["127.0.0.1".parse().expect("ip")];
+        assert_eq!(
+            forwarded_peer(Some("203.0.113.9, 198.51.100.2, 127.0.0.1"), &trusted),
+            Some("198.51.100.2".parse().expect("ip"))
+        );
+        assert_eq!(
+            forwarded_peer(Some("127.0.0.1"), &trusted),
+            Some("127.0.0.1".parse().expect("ip"))
+        );
+        assert_eq!(forwarded_peer(Some("not an address"), &trusted), None);
+        assert_eq!(forwarded_peer(None, &trusted), None);
+    }
+}

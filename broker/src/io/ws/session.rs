@@ -1,0 +1,519 @@
+//! One WebSocket session: a BPS stream whose bytes are WebSocket messages (BPS.md section
+//! 9), on the native endpoint or the SWIP-60 bridge.
+//!
+//! Owns: the session's reader (RFC 6455 frames out of the read buffer through `bps_ws`'s
+//! decoder: messages become frames handed to the core, pings are answered, a close is
+//! echoed, and every fault ends this one session with its code from `close`), its writer
+//! (what the port queues, written like TCP's, then the close frame), its keepalive (pings,
+//! and the idle deadline), and how it ends: the close frame, a half-close and a short
+//! linger for the peer's answer; or a TCP reset when the session is cut in the middle of a
+//! message or is a slow consumer (R26), which a browser sees as 1006.
+//! Never does: frame what the core queues (that happened in `rendition`), or judge a frame.
+
+use std::cell::Cell;
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bps_proto::Frame;
+use bps_ws::codec::close_code_receivable;
+use bps_ws::{
+    BridgeParams, Decoder, Event, Head, Opcode, close_payload, encode_server_frame, parse_inbound,
+};
+use bytes::{Bytes, BytesMut};
+use monoio::buf::IoBufMut;
+use monoio::io::{
+    AsyncReadRent, AsyncWriteRentExt, CancelHandle, CancelableAsyncReadRent,
+    CancelableAsyncWriteRent, Canceller, OwnedReadHalf, OwnedWriteHalf, Splitable,
+};
+use monoio::net::TcpStream;
+
+use super::bridge_session::BridgeSession;
+use super::close::{self, Farewell};
+use crate::io::link::CoreLink;
+use crate::io::outgoing::{Outgoing, Prefix};
+use crate::io::port::{Closing, ControlKind, Framing, Life, Port};
+use crate::io::read_buffer::ReadBuffer;
+use crate::io::tcp::{Cancellers, set_linger_zero, shutdown_write};
+use crate::protocol::ClosedBy;
+
+/// Control frames (pings, pongs, closes) a peer may send per second; more is a flood.
+pub const CONTROL_FRAMES_PER_S_MAX: u32 = 20;
+/// The longest message a bridge session takes: a whole SOC (W4, W10), longer than any
+/// `kind ‖ index ‖ sig ‖ span ‖ payload`.
+pub const BRIDGE_MESSAGE_BYTES_MAX: usize = bps_ws::bridge::INBOUND_BYTES_MAX;
+/// How long writing the close frame may take.
+const CLOSE_WRITE_DEADLINE: Duration = Duration::from_secs(1);
+/// How long a closing session waits for the peer's close (RFC 6455 section 7.1.1: the
+/// server closes the TCP connection after the close handshake).
+const CLOSE_LINGER: Duration = Duration::from_secs(2);
+/// Bytes a closing session reads (and drops) at most while it waits.
+const CLOSE_LINGER_BYTES_MAX: usize = 64 * 1024;
+
+/// Which endpoint a session is on.
+#[derive(Debug)]
+pub enum Endpoint {
+    /// One BPS frame per binary message, both ways.
+    Native,
+    /// The SWIP-60 bridge, with the parameters of its request.
+    Bridge(BridgeParams),
+}
+
+impl Endpoint {
+    /// The exported name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Endpoint::Native => "native",
+            Endpoint::Bridge(_) => "bridge",
+        }
+    }
+}
+
+/// How the writer stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// Between messages: a close frame may follow.
+    Clean,
+    /// In the middle of a message, or the socket failed: only a reset is left.
+    Cut,
+}
+
+/// Runs an upgraded session to its end. `join` is the bridge's Join, built from the
+/// request (the native endpoint's comes from the peer as its first message).
+pub async fn run(
+    link: Rc<CoreLink>,
+    port: Rc<Port>,
+    stream: TcpStream,
+    leftover: BytesMut,
+    join: Option<Frame>,
+) {
+    let fd = stream.as_raw_fd();
+    let cancellers = Rc::new(Cancellers::default());
+    let read_canceller = Canceller::new();
+    let write_canceller = Canceller::new();
+    let read_handle = read_canceller.handle();
+    let write_handle = write_canceller.handle();
+    *cancellers.read.borrow_mut() = Some(read_canceller);
+    *cancellers.write.borrow_mut() = Some(write_canceller);
+    let on_close = Rc::clone(&cancellers);
+    port.set_on_close(Box::new(move |life| {
+        Cancellers::cancel(&on_close.read);
+        if life == Life::Resetting {
+            Cancellers::cancel(&on_close.write);
+        }
+    }));
+    port.attach_socket(fd, link.settings().write_batch_frames_max);
+    let heard = Rc::new(Cell::new(Instant::now()));
+    monoio::spawn(keepalive(
+        Rc::clone(&link),
+        Rc::clone(&port),
+        Rc::clone(&heard),
+    ));
+    let (mut reader, writer) = stream.into_split();
+    let writer_task = monoio::spawn(write_loop(
+        Rc::clone(&link),
+        Rc::clone(&port),
+        writer,
+        write_handle,
+    ));
+    let joined = match join {
+        Some(join) => link.hand_over(&port, join).await,
+        None => true,
+    };
+    let cause = if joined {
+        let mut reading = Reading::new(&link, &port, &heard, leftover);
+        reading.run(&mut reader, read_handle).await
+    } else {
+        ClosedBy::Peer
+    };
+    if port.is_open() {
+        match cause {
+            ClosedBy::Peer => link.flush(&port),
+            ClosedBy::Io | ClosedBy::QueueOverflow => port.reset(),
+        }
+    }
+    let (writer, ending) = writer_task.await;
+    port.clear_on_close();
+    let mut stream = reader.reunite(writer).ok();
+    if let Some(stream) = stream.as_mut() {
+        finish(&port, stream, fd, ending).await;
+    }
+    drop(stream);
+    link.ended(&port, cause);
+}
+
+/// Ends the connection: a close frame and a short wait for the peer's, or a reset.
+async fn finish(port: &Port, stream: &mut TcpStream, fd: RawFd, ending: Ending) {
+    let closing = port.closing();
+    let reset = ending == Ending::Cut || closing == Some(Closing::SlowConsumer);
+    if reset {
+        set_linger_zero(fd);
+        return;
+    }
+    let farewell = closing
+        .as_ref()
+        .map_or_else(|| Farewell::new(close::NORMAL, ""), Farewell::of);
+    let frame = encode_server_frame(
+        Opcode::Close,
+        &close_payload(farewell.code, &farewell.reason),
+    );
+    let written = monoio::time::timeout(CLOSE_WRITE_DEADLINE, stream.write_all(frame)).await;
+    if !matches!(written, Ok((Ok(_), _))) {
+        set_linger_zero(fd);
+        return;
+    }
+    shutdown_write(fd);
+    linger(stream).await;
+}
+
+/// Reads and drops what the peer still sends, until it closes or `CLOSE_LINGER` passes.
+pub async fn linger(stream: &mut TcpStream) {
+    let until = Instant::now() + CLOSE_LINGER;
+    let mut drained = 0;
+    let mut buffer = Vec::with_capacity(4096);
+    while drained < CLOSE_LINGER_BYTES_MAX {
+        let left = until.saturating_duration_since(Instant::now());
+        let Ok((result, back)) = monoio::time::timeout(left, stream.read(buffer)).await else {
+            return;
+        };
+        buffer = back;
+        buffer.clear();
+        match result {
+            Ok(0) | Err(_) => return,
+            Ok(read) => drained += read,
+        }
+    }
+}
+
+/// Pings the peer every period and ends a session that has been silent for too long.
+async fn keepalive(link: Rc<CoreLink>, port: Rc<Port>, heard: Rc<Cell<Instant>>) {
+    let settings = &link.settings().ws;
+    let period = match port.framing() {
+        Framing::Bridge(session) => Duration::from_secs(session.keep_alive_s),
+        Framing::Bare | Framing::Native => Duration::from_millis(settings.ping_interval_ms),
+    };
+    let idle_after = Duration::from_millis(settings.idle_deadline_ms).max(2 * period);
+    loop {
+        monoio::time::sleep(period).await;
+        if !port.is_open() {
+            return;
+        }
+        if heard.get().elapsed() >= idle_after {
+            link.metrics().ws_closed(close::IDLE);
+            port.note_closing(Closing::Carrier(Farewell::new(
+                close::IDLE,
+                "nothing received within ws.idle_deadline_ms",
+            )));
+            port.reset();
+            return;
+        }
+        port.push_control(
+            ControlKind::Ping,
+            control_message(Opcode::Ping, Bytes::new()),
+        );
+    }
+}
+
+fn control_message(opcode: Opcode, payload: Bytes) -> Outgoing {
+    Outgoing {
+        prefix: Prefix::of(Head::new(opcode, payload.len()).as_bytes()),
+        body: payload,
+    }
+}
+
+/// The control frames a peer sent in the current one-second window.
+#[derive(Debug)]
+struct ControlRate {
+    window_start: Instant,
+    frames: u32,
+}
+
+impl ControlRate {
+    /// Counts one more; false once the window holds more than the bound.
+    fn allow(&mut self) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.window_start) >= Duration::from_secs(1) {
+            self.window_start = now;
+            self.frames = 0;
+        }
+        self.frames += 1;
+        self.frames <= CONTROL_FRAMES_PER_S_MAX
+    }
+}
+
+/// The reader of one session.
+struct Reading<'a> {
+    link: &'a CoreLink,
+    port: &'a Port,
+    heard: &'a Cell<Instant>,
+    buffer: ReadBuffer,
+    decoder: Decoder,
+    control: ControlRate,
+    bridge: Option<Rc<BridgeSession>>,
+}
+
+/// What one message did to the session.
+enum Next {
+    Continue,
+    /// The session ends (the close was noted on the port where there is one).
+    End(ClosedBy),
+}
+
+impl<'a> Reading<'a> {
+    fn new(
+        link: &'a CoreLink,
+        port: &'a Port,
+        heard: &'a Cell<Instant>,
+        leftover: BytesMut,
+    ) -> Reading<'a> {
+        let bridge = match port.framing() {
+            Framing::Bridge(session) => Some(session),
+            Framing::Bare | Framing::Native => None,
+        };
+        let message_bytes_max = if bridge.is_some() {
+            BRIDGE_MESSAGE_BYTES_MAX
+        } else {
+            link.settings().frame_bytes_max
+        };
+        let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
+        buffer.unparsed().extend_from_slice(&leftover);
+        Reading {
+            link,
+            port,
+            heard,
+            buffer,
+            decoder: Decoder::new(message_bytes_max),
+            control: ControlRate {
+                window_start: Instant::now(),
+                frames: 0,
+            },
+            bridge,
+        }
+    }
+
+    async fn run(
+        &mut self,
+        reader: &mut OwnedReadHalf<TcpStream>,
+        handle: CancelHandle,
+    ) -> ClosedBy {
+        loop {
+            loop {
+                let event = match self.decoder.decode(self.buffer.unparsed()) {
+                    Ok(Some(event)) => event,
+                    Ok(None) => break,
+                    Err(error) => return self.fault(Farewell::of_protocol(&error)),
+                };
+                self.heard.set(Instant::now());
+                if let Next::End(cause) = self.event(event).await {
+                    return cause;
+                }
+            }
+            self.buffer.settle();
+            self.link.wait_read_room(self.port).await;
+            if !self.port.is_open() {
+                return ClosedBy::Peer;
+            }
+            let offered = self.buffer.prepare();
+            let bytes = self.buffer.take();
+            let filled = bytes.len();
+            let (result, back) = reader
+                .cancelable_read(bytes.slice_mut(filled..filled + offered), handle.clone())
+                .await;
+            let bytes = back.into_inner();
+            match result {
+                Ok(0) => {
+                    self.buffer.put_back(bytes, 0, offered);
+                    self.buffer.settle();
+                    self.link.wait_consumed(self.port).await;
+                    return ClosedBy::Peer;
+                }
+                Ok(read) => {
+                    self.link.metrics().bytes_in.add(read as u64);
+                    self.buffer.put_back(bytes, read, offered);
+                }
+                Err(_) => {
+                    self.buffer.put_back(bytes, 0, offered);
+                    return if self.port.is_open() {
+                        ClosedBy::Io
+                    } else {
+                        ClosedBy::Peer
+                    };
+                }
+            }
+        }
+    }
+
+    async fn event(&mut self, event: Event) -> Next {
+        match event {
+            Event::Message { text: true, .. } => Next::End(self.fault(Farewell::new(
+                close::UNSUPPORTED_DATA,
+                "text message: this endpoint takes binary messages",
+            ))),
+            Event::Message {
+                text: false,
+                payload,
+            } => self.message(&payload).await,
+            Event::Ping(payload) => {
+                if !self.control.allow() {
+                    return Next::End(self.flood());
+                }
+                self.port
+                    .push_control(ControlKind::Pong, control_message(Opcode::Pong, payload));
+                Next::Continue
+            }
+            Event::Pong(_) => {
+                if !self.control.allow() {
+                    return Next::End(self.flood());
+                }
+                Next::Continue
+            }
+            Event::Close(frame) => {
+                // The peer closes: what is queued for it still goes, then our close.
+                let code = frame.map_or(close::NORMAL, |frame| echo_code(frame.code));
+                self.port
+                    .note_closing(Closing::Carrier(Farewell::new(code, "")));
+                self.link.wait_consumed(self.port).await;
+                Next::End(ClosedBy::Peer)
+            }
+        }
+    }
+
+    /// A binary message: the next frame of the stream.
+    async fn message(&mut self, payload: &[u8]) -> Next {
+        let frame = match &self.bridge {
+            None => self.native_frame(payload),
+            Some(session) => {
+                let session = Rc::clone(session);
+                self.bridged_frame(&session, payload)
+            }
+        };
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(farewell) => return Next::End(self.fault(farewell)),
+        };
+        if self.link.hand_over(self.port, frame).await {
+            Next::Continue
+        } else {
+            Next::End(ClosedBy::Peer)
+        }
+    }
+
+    fn native_frame(&self, payload: &[u8]) -> Result<Frame, Farewell> {
+        let bytes = self.link.memory().frame(payload);
+        Frame::parse_exact(bytes, self.link.settings().frame_bytes_max).map_err(|error| {
+            self.link.frame_error(self.port, &error);
+            Farewell::new(
+                close::INVALID_PAYLOAD,
+                format!("a message must be exactly one BPS frame: {error}"),
+            )
+        })
+    }
+
+    /// W4, W10, W11: a bridge message becomes the frame a native client would have sent.
+    fn bridged_frame(&self, session: &BridgeSession, payload: &[u8]) -> Result<Frame, Farewell> {
+        if !session.publishes {
+            self.link.metrics().ws_spectator_sends.inc();
+            return Err(Farewell::new(
+                close::POLICY,
+                "a session without addr is a spectator and sends nothing (W11)",
+            ));
+        }
+        let inbound = parse_inbound(payload, &session.spec)
+            .map_err(|error| Farewell::new(close::INVALID_PAYLOAD, error.to_string()))?;
+        // Implicit chunks carry no salt: their frames take no challenge (R11).
+        let challenge = match (session.challenge(), session.spec.admin) {
+            (Some(challenge), _) => challenge,
+            (None, None) => [0; 32],
+            (None, Some(_)) => {
+                return Err(Farewell::new(
+                    close::POLICY,
+                    "a message before the challenge: sign under the challenge the broker sent",
+                ));
+            }
+        };
+        let assembled = inbound.to_frame(&challenge);
+        let bytes = self.link.memory().frame(&assembled);
+        Frame::parse_exact(bytes, usize::MAX)
+            .map_err(|error| Farewell::new(close::INVALID_PAYLOAD, error.to_string()))
+    }
+
+    /// A fault of the peer: this session ends with `farewell`, nothing else happens.
+    fn fault(&self, farewell: Farewell) -> ClosedBy {
+        self.link.metrics().ws_closed(farewell.code);
+        if self.link.may_log() {
+            tracing::debug!(stream = %self.port.id, peer = %self.port.peer(), code = farewell.code, reason = %farewell.reason, "WebSocket session closed");
+        }
+        self.port.note_closing(Closing::Carrier(farewell));
+        self.port.reset();
+        ClosedBy::Io
+    }
+
+    fn flood(&self) -> ClosedBy {
+        self.fault(Farewell::new(
+            close::POLICY,
+            format!("more than {CONTROL_FRAMES_PER_S_MAX} control frames per second"),
+        ))
+    }
+}
+
+/// The code a session answers a peer's close with: the same, where it may be sent.
+fn echo_code(code: u16) -> u16 {
+    if close_code_receivable(code) {
+        code
+    } else {
+        close::NORMAL
+    }
+}
+
+/// Writes what the core left to it, like TCP's writer; says how it stopped.
+async fn write_loop(
+    link: Rc<CoreLink>,
+    port: Rc<Port>,
+    mut writer: OwnedWriteHalf<TcpStream>,
+    handle: CancelHandle,
+) -> (OwnedWriteHalf<TcpStream>, Ending) {
+    let batch_frames_max = link.settings().write_batch_frames_max;
+    loop {
+        if port.life() == Life::Resetting {
+            let ending = if port.mid_message() {
+                Ending::Cut
+            } else {
+                Ending::Clean
+            };
+            return (writer, ending);
+        }
+        let Some(mut batch) = port.take_writing(batch_frames_max) else {
+            if port.life() == Life::Flushing {
+                return (writer, Ending::Clean);
+            }
+            port.write_changed().await;
+            continue;
+        };
+        let frames = batch.frames() as u64;
+        let bytes = batch.remaining_bytes() as u64;
+        while !batch.is_done() {
+            let (result, back) = writer.cancelable_writev(batch, handle.clone()).await;
+            batch = back;
+            link.metrics().writes.inc();
+            match result {
+                Ok(0) | Err(_) => {
+                    let ending = if batch.is_partial() || port.is_open() {
+                        Ending::Cut
+                    } else {
+                        Ending::Clean
+                    };
+                    port.reset();
+                    port.return_writing(batch);
+                    return (writer, ending);
+                }
+                Ok(written) => {
+                    batch.advance(written);
+                    port.wrote(!batch.is_done());
+                }
+            }
+        }
+        port.return_writing(batch);
+        link.metrics().frames_per_write.record(frames);
+        link.written(&port, frames, bytes);
+    }
+}
