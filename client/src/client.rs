@@ -4,6 +4,24 @@
 //! end, R41) or a [`Publisher`] (claim, publish, reconnect with re-signing), the R38 backoff
 //! between streams, the overall timeout, and the lines printed for each event.
 //!
+//! `bps sub --json` prints one JSON object per line, each with a `kind` (a contract, like
+//! the field names):
+//! - `joined`: `addr`, `challenge` (hex), once per stream;
+//! - `data`: `owner`, `index`, `payload_hex`, `payload_utf8`, and where the feed defines a
+//!   next update `next_index` and `next_address` (hex): the SOC address of that
+//!   publisher's next update, on the same stream for session feeds (explicit, ALL), the
+//!   feed update under implicit FEED_TOPIC (see [`crate::subscriber`], item 5);
+//! - `gap`, just before a `data` line whose index is above its publisher's cursor:
+//!   `owner`, `expected`, `got` (indices `expected..got` never arrived; a publisher's first
+//!   frame, or its first after an eviction, is never a gap);
+//! - `evicted`, just after a `data` line whose publisher, new to the full cursor table,
+//!   pushed the least recently advanced one out: `owner`, `cursor` (its next index then).
+//!   That publisher's cursor restarts, so a retransmit of its older frames could be shown
+//!   again;
+//! - `roster`: `index`, `publishers`, `next_index`, `next_address` (the admin's next
+//!   ROSTER on that stream), and `liveness_fault` when rosters were missed;
+//! - `eos`; `dropped`: `reason`.
+//!
 //! Never: decides what is valid (the subscriber does), signs (the publisher does), or
 //! exits the process: every outcome is a value the binary maps to an exit code. A refused
 //! Join ends the run with [`ClientError::Refused`]; a reset stream is retried after a backoff
@@ -20,7 +38,7 @@ use serde_json::json;
 use crate::backoff::Backoff;
 use crate::publisher::{Outgoing, Publisher, Role};
 use crate::session::{JoinOutcome, Session, SessionConfig, SessionError};
-use crate::subscriber::{Event, Subscriber};
+use crate::subscriber::{Event, Received, Subscriber};
 
 /// How long a finished stream waits for the broker to close after our last frame.
 pub const CLOSE_LINGER: Duration = Duration::from_secs(1);
@@ -30,6 +48,11 @@ const POLL_STEP: Duration = Duration::from_millis(200);
 
 /// Wait between looks at stdin while a publisher has nothing else to do.
 const INPUT_POLL: Duration = Duration::from_millis(20);
+
+/// Input lines a publisher holds unwritten at most: a burst's worth; beyond it no more lines
+/// are taken, so a broker that reads slowly pushes back on the input (the `bps` binary's
+/// stdin channel holds as many again) instead of growing memory.
+pub const INPUT_LINES_QUEUED_MAX: usize = 256;
 
 /// Why a run ended without success.
 #[derive(Debug)]
@@ -161,7 +184,15 @@ fn open<O: Write, E: Write>(
                 pacing.backoff.reset();
                 return Ok(Some(session));
             }
-            Ok(JoinOutcome::Refused(status)) => return Err(ClientError::Refused(status)),
+            Ok(JoinOutcome::Refused(status)) => {
+                if status == Status::Rejected && spec.history {
+                    output.note(
+                        "note: a broker that keeps no history rejects --history (D11); \
+                         without it the Join names another cohort (R1)",
+                    );
+                }
+                return Err(ClientError::Refused(status));
+            }
             Err(error) if connection.reconnect => {
                 if !pacing.back_off(output, &error.to_string()) {
                     return Ok(None);
@@ -236,11 +267,11 @@ pub fn run_sub<O: Write, E: Write>(
                 Ok(None) => continue,
                 Err(error) => break error,
             };
-            let event = subscriber.on_frame(body);
-            if !printed(print_event(&event, options.json, output))? {
+            let outcome = subscriber.receive(body);
+            if !printed(print_received(&outcome, options.json, output))? {
                 return Ok(());
             }
-            match event {
+            match outcome.event {
                 Event::Data { .. } => {
                     received += 1;
                     if options.count.is_some_and(|count| received >= count) {
@@ -264,70 +295,110 @@ pub fn run_sub<O: Write, E: Write>(
     }
 }
 
-/// Prints one subscriber event: JSON lines on stdout, or the payload as a line on stdout
-/// and everything else on stderr.
-fn print_event<O: Write, E: Write>(
-    event: &Event,
+/// Prints what one received frame became: JSON lines on stdout ([`received_json`]), or the
+/// payload as a line on stdout and everything else on stderr.
+fn print_received<O: Write, E: Write>(
+    received: &Received,
     json_lines: bool,
     output: &mut Output<O, E>,
 ) -> io::Result<()> {
+    if let Event::Roster { gap: Some(gap), .. } = &received.event {
+        output.note(&format!("warning: liveness fault: roster {gap}"));
+    }
+    if json_lines {
+        return received_json(received)
+            .iter()
+            .try_for_each(|line| output.line(line));
+    }
+    if let (Some(gap), Event::Data { owner, .. }) = (&received.gap, &received.event) {
+        output.note(&format!("gap: 0x{}: {gap}", hex::encode(owner)));
+    }
+    match &received.event {
+        Event::Data { payload, .. } => output.line(&String::from_utf8_lossy(payload))?,
+        Event::Roster {
+            index, publishers, ..
+        } => {
+            let names: Vec<String> = publishers.iter().map(hex::encode).collect();
+            output.note(&format!("roster {index}: [{}]", names.join(", ")));
+        }
+        Event::Eos => output.note("eos: the admin ended the channel"),
+        Event::Dropped { reason } => output.note(&format!("dropped: {reason}")),
+    }
+    if let Some(evicted) = &received.evicted {
+        output.note(&format!(
+            "note: cursor table full: forgot 0x{} at index {}; its older frames could be \
+             shown again",
+            hex::encode(evicted.owner),
+            evicted.cursor
+        ));
+    }
+    Ok(())
+}
+
+/// The JSON lines `bps sub --json` prints for one received frame (module docs), in order:
+/// a `gap` line if the DATA skipped indices, the event's own line (with `next_index` and
+/// `next_address` where the feed defines a next update), an `evicted` line if the DATA
+/// pushed a cursor out of the table.
+pub fn received_json(received: &Received) -> Vec<String> {
+    let mut lines = Vec::with_capacity(3);
+    if let (Some(gap), Event::Data { owner, .. }) = (&received.gap, &received.event) {
+        lines.push(
+            json!({
+                "kind": "gap",
+                "owner": hex::encode(owner),
+                "expected": gap.expected,
+                "got": gap.got,
+            })
+            .to_string(),
+        );
+    }
+    let mut line = event_json(&received.event);
+    if let Some(next) = &received.next {
+        line["next_index"] = json!(next.index);
+        line["next_address"] = json!(hex::encode(next.address));
+    }
+    lines.push(line.to_string());
+    if let Some(evicted) = &received.evicted {
+        lines.push(
+            json!({
+                "kind": "evicted",
+                "owner": hex::encode(evicted.owner),
+                "cursor": evicted.cursor,
+            })
+            .to_string(),
+        );
+    }
+    lines
+}
+
+/// The JSON line of a verdict.
+fn event_json(event: &Event) -> serde_json::Value {
     match event {
         Event::Data {
             owner,
             index,
             payload,
-        } => {
-            if json_lines {
-                output.line(
-                    &json!({
-                        "kind": "data",
-                        "owner": hex::encode(owner),
-                        "index": index,
-                        "payload_hex": hex::encode(payload),
-                        "payload_utf8": String::from_utf8_lossy(payload),
-                    })
-                    .to_string(),
-                )
-            } else {
-                output.line(&String::from_utf8_lossy(payload))
-            }
-        }
+        } => json!({
+            "kind": "data",
+            "owner": hex::encode(owner),
+            "index": index,
+            "payload_hex": hex::encode(payload),
+            "payload_utf8": String::from_utf8_lossy(payload),
+        }),
         Event::Roster {
             index,
             publishers,
             gap,
         } => {
             let names: Vec<String> = publishers.iter().map(hex::encode).collect();
+            let mut line = json!({ "kind": "roster", "index": index, "publishers": names });
             if let Some(gap) = gap {
-                output.note(&format!("warning: liveness fault: {gap}"));
+                line["liveness_fault"] = json!(format!("roster index gap: {gap}"));
             }
-            if json_lines {
-                let mut line = json!({ "kind": "roster", "index": index, "publishers": names });
-                if let Some(gap) = gap {
-                    line["liveness_fault"] = json!(gap.to_string());
-                }
-                output.line(&line.to_string())
-            } else {
-                output.note(&format!("roster {index}: [{}]", names.join(", ")));
-                Ok(())
-            }
+            line
         }
-        Event::Eos => {
-            if json_lines {
-                output.line(&json!({ "kind": "eos" }).to_string())
-            } else {
-                output.note("eos: the admin ended the channel");
-                Ok(())
-            }
-        }
-        Event::Dropped { reason } => {
-            if json_lines {
-                output.line(&json!({ "kind": "dropped", "reason": reason.to_string() }).to_string())
-            } else {
-                output.note(&format!("dropped: {reason}"));
-                Ok(())
-            }
-        }
+        Event::Eos => json!({ "kind": "eos" }),
+        Event::Dropped { reason } => json!({ "kind": "dropped", "reason": reason.to_string() }),
     }
 }
 
@@ -469,13 +540,19 @@ fn drain(
     Ok(Drained::Open)
 }
 
-/// Verifies one received frame; a roster goes to the publisher. `Err` on EOS.
+/// Verifies one received frame; a roster goes to the publisher, and so does the roster in
+/// force when the broker sends it again first on a new stream (R22): it grants that stream
+/// (R23) although the subscriber drops it as a retransmit. `Err` on EOS.
 fn apply(
     subscriber: &mut Subscriber,
     publisher: &mut Publisher,
     body: bytes::Bytes,
 ) -> Result<(), ClientError> {
-    match subscriber.on_frame(body) {
+    let event = subscriber.on_frame(body);
+    if subscriber.repeats_roster_in_force(&event) {
+        publisher.on_roster(subscriber.roster());
+    }
+    match event {
         Event::Roster { publishers, .. } => {
             publisher.on_roster(&publishers);
             Ok(())
@@ -487,7 +564,8 @@ fn apply(
     }
 }
 
-/// Queues every line already read from stdin; `false` once stdin is closed and drained.
+/// Queues the lines already read from stdin while fewer than [`INPUT_LINES_QUEUED_MAX`]
+/// publications wait; `false` once stdin is closed and drained.
 fn take_lines<O: Write, E: Write>(
     lines: &mut Option<Receiver<Vec<u8>>>,
     publisher: &mut Publisher,
@@ -496,7 +574,7 @@ fn take_lines<O: Write, E: Write>(
     let Some(receiver) = lines.as_ref() else {
         return false;
     };
-    loop {
+    while publisher.queued() < INPUT_LINES_QUEUED_MAX {
         match receiver.try_recv() {
             Ok(line) => {
                 if let Err(error) = publisher.enqueue_data(line) {
@@ -510,6 +588,7 @@ fn take_lines<O: Write, E: Write>(
             }
         }
     }
+    true
 }
 
 /// The JSON line printed for a written frame.
@@ -539,6 +618,7 @@ mod tests {
 
     use super::*;
     use crate::publisher::PublisherConfig;
+    use crate::subscriber::SubscriberLimits;
 
     const TOPIC: Hash = [0x42; 32];
 
@@ -727,6 +807,95 @@ mod tests {
     }
 
     #[test]
+    fn pub_takes_input_lines_only_up_to_the_bound() {
+        let admin = key(1);
+        let mut publisher =
+            Publisher::new(explicit(&admin), admin, PublisherConfig::default()).expect("fits");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        for line in 0..INPUT_LINES_QUEUED_MAX + 10 {
+            sender.send(line.to_be_bytes().to_vec()).expect("send");
+        }
+        drop(sender);
+        let mut lines = Some(receiver);
+        let mut output = terminal();
+        assert!(take_lines(&mut lines, &mut publisher, &mut output));
+        assert_eq!(publisher.queued(), INPUT_LINES_QUEUED_MAX);
+        assert!(take_lines(&mut lines, &mut publisher, &mut output));
+        assert_eq!(
+            publisher.queued(),
+            INPUT_LINES_QUEUED_MAX,
+            "full: none taken"
+        );
+        // The claim and eleven publications are written: room for the last ten lines.
+        publisher.begin_session([1; 32]);
+        for _ in 0..12 {
+            publisher.next_frame().expect("signs").expect("a frame");
+            publisher.mark_sent();
+        }
+        assert!(
+            !take_lines(&mut lines, &mut publisher, &mut output),
+            "input ended"
+        );
+        assert_eq!(publisher.queued(), INPUT_LINES_QUEUED_MAX - 1);
+        assert!(lines.is_none());
+    }
+
+    #[test]
+    fn r22_r23_the_roster_in_force_sent_again_grants_a_rostered_publisher_on_its_new_stream() {
+        let admin = key(1);
+        let member = key(2);
+        // The broker keeps the latest ROSTER frame and sends it, byte for byte, as the one
+        // pre-claim delivery of every stream whose addr it names (R22): the same index twice.
+        let grant = sign_broadcast(
+            &admin,
+            Kind::Roster,
+            &TOPIC,
+            &[9; 32],
+            4,
+            &encode_roster(&[member.address()]),
+        );
+        let (target, peer) = peer(vec![
+            Script {
+                ack: ok([1; 32]),
+                frames: vec![grant.frame.clone()],
+                read: Some(2),
+            },
+            Script {
+                ack: ok([2; 32]),
+                frames: vec![grant.frame],
+                read: None,
+            },
+        ]);
+        let mut publisher =
+            Publisher::new(explicit(&admin), member, PublisherConfig::default()).expect("fits");
+        for payload in [&b"a"[..], b"b", b"c"] {
+            publisher.enqueue_data(payload).expect("data");
+        }
+        let quick = Connection {
+            timeout: Some(Duration::from_secs(10)),
+            ..connection(target, true)
+        };
+        let mut output = terminal();
+        run_pub(
+            &quick,
+            PubOptions { rate: Some(10.0) },
+            publisher,
+            None,
+            &mut output,
+        )
+        .expect("published on the second stream");
+        let streams = peer.join().expect("peer");
+        let first: Vec<(i32, u64)> = streams[0].iter().map(|f| (f.kind, f.index)).collect();
+        assert_eq!(first, [(Kind::Auth as i32, 0), (Kind::Data as i32, 0)]);
+        let second: Vec<(i32, u64)> = streams[1].iter().map(|f| (f.kind, f.index)).collect();
+        assert_eq!(second[0], (Kind::Auth as i32, 0), "claims after the repeat");
+        assert_eq!(second.last(), Some(&(Kind::Data as i32, 2)));
+        for frame in &streams[1] {
+            assert_eq!(frame.challenge.as_ref(), &[2; 32]);
+        }
+    }
+
+    #[test]
     fn sub_verifies_prints_and_stops_at_eos() {
         let admin = key(1);
         let roster = sign_broadcast(
@@ -771,6 +940,95 @@ mod tests {
                 .expect("reason")
                 .contains("neither the admin nor rostered")
         );
+    }
+
+    #[test]
+    fn sub_json_reports_gaps_and_next_addresses() {
+        let admin = key(1);
+        let challenge = [3; 32];
+        let signed =
+            |index: u64| sign_broadcast(&admin, Kind::Data, &TOPIC, &challenge, index, b"m");
+        let eos = sign_broadcast(&admin, Kind::Eos, &TOPIC, &challenge, 0, b"");
+        let (target, peer) = peer(vec![Script {
+            ack: ok([8; 32]),
+            frames: vec![signed(0).frame, signed(1).frame, signed(5).frame, eos.frame],
+            read: None,
+        }]);
+        let options = SubOptions {
+            spec: explicit(&admin),
+            addr: [4; 20],
+            json: true,
+            count: None,
+        };
+        let mut output = terminal();
+        run_sub(&connection(target, false), &options, &mut output).expect("eos");
+        peer.join().expect("peer");
+        let printed = lines(&output.out);
+        let kinds: Vec<&str> = printed
+            .iter()
+            .map(|line| line["kind"].as_str().expect("kind"))
+            .collect();
+        assert_eq!(kinds, ["joined", "data", "data", "gap", "data", "eos"]);
+        let owner = hex::encode(admin.address());
+        assert_eq!(printed[3]["owner"], owner);
+        assert_eq!(
+            (&printed[3]["expected"], &printed[3]["got"]),
+            (&2.into(), &5.into())
+        );
+        // Where the admin's next DATA on that stream will be, from the chunk it would sign.
+        for (line, index) in [(&printed[1], 1u64), (&printed[2], 2), (&printed[4], 6)] {
+            let upcoming = signed(index).chunk;
+            let address = bps_proto::keccak256(&[&upcoming[..32], &admin.address()[..]].concat());
+            assert_eq!(line["next_index"], index);
+            assert_eq!(line["next_address"], hex::encode(address));
+        }
+        assert!(
+            printed[5].get("next_address").is_none(),
+            "nothing after EOS"
+        );
+    }
+
+    #[test]
+    fn received_json_reports_an_evicted_cursor_after_the_data() {
+        let admin = key(1);
+        let cohort = Spec {
+            binding: Binding::Mnemonic,
+            all: true,
+            ..explicit(&admin)
+        };
+        let limits = SubscriberLimits {
+            cursors_max: 1,
+            ..SubscriberLimits::default()
+        };
+        let mut subscriber = Subscriber::with_limits(cohort, limits);
+        let first = sign_broadcast(&key(2), Kind::Data, &TOPIC, &[1; 32], 4, b"a");
+        let second = sign_broadcast(&key(3), Kind::Data, &TOPIC, &[1; 32], 0, b"b");
+        assert_eq!(
+            received_json(&subscriber.receive_broadcast(&first.broadcast)).len(),
+            1
+        );
+        let printed: Vec<serde_json::Value> =
+            received_json(&subscriber.receive_broadcast(&second.broadcast))
+                .iter()
+                .map(|line| serde_json::from_str(line).expect("json"))
+                .collect();
+        assert_eq!(printed.len(), 2);
+        assert_eq!(printed[0]["kind"], "data");
+        assert_eq!(printed[0]["owner"], hex::encode(key(3).address()));
+        assert_eq!(printed[1]["kind"], "evicted");
+        assert_eq!(printed[1]["owner"], hex::encode(key(2).address()));
+        assert_eq!(printed[1]["cursor"], 5);
+        // Plain output tells the same on stderr and keeps stdout for payloads.
+        let third = sign_broadcast(&key(2), Kind::Data, &TOPIC, &[1; 32], 0, b"c");
+        let mut output = terminal();
+        print_received(
+            &subscriber.receive_broadcast(&third.broadcast),
+            false,
+            &mut output,
+        )
+        .expect("printed");
+        assert_eq!(String::from_utf8_lossy(&output.out), "c\n");
+        assert!(String::from_utf8_lossy(&output.err).contains("cursor table full"));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Owns: command-line hex and key arguments ([`hexarg`]), the cohort spec as flags
 //! ([`spec`]), one TCP stream with its handshake ([`session`]), the publishing state
 //! machine with claim, index sequences and signing ([`publisher`]), end-to-end verification
-//! of received frames ([`subscriber`]), the R38 reconnect schedule ([`backoff`]), the chunk
+//! of received frames ([`subscriber`]) with its bounded tables ([`cursor_table`],
+//! [`dedup_window`]), the R38 reconnect schedule ([`backoff`]), the chunk
 //! tool's reports ([`inspect`]) and the terminal client's loops ([`client`]).
 //!
 //! Never: broker internals. Everything here speaks to a broker only through the wire
@@ -13,6 +14,8 @@
 
 pub mod backoff;
 pub mod client;
+pub mod cursor_table;
+pub mod dedup_window;
 pub mod hexarg;
 pub mod inspect;
 pub mod publisher;

@@ -304,7 +304,11 @@ impl Publisher {
     }
 
     /// A verified roster arrived (from [`crate::subscriber::Subscriber`]): under explicit
-    /// authorship a non-admin is granted (then claims) or revoked by it.
+    /// authorship a non-admin is granted (then claims) or revoked by it. On a new stream the
+    /// broker sends the roster in force again (R22), which the subscriber drops as a
+    /// retransmit: hand that one in too
+    /// ([`crate::subscriber::Subscriber::repeats_roster_in_force`]), or the stream waits
+    /// forever.
     pub fn on_roster(&mut self, publishers: &[Address]) {
         if self.spec.authorship() != Authorship::Explicit || self.is_admin() {
             return;

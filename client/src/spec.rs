@@ -6,7 +6,8 @@
 //! [`Spec::check`] (R3, D7), so a spec the broker is bound to refuse never leaves the client.
 //!
 //! Never: decides roles or talks to a broker; `history` is passed through (the broker may
-//! refuse it, D11).
+//! refuse it, D11). It is part of the spec and so of the cohort's key (R1): publishers and
+//! subscribers of one cohort must agree on it like on every other flag.
 
 use bps_proto::{Binding, Spec};
 
@@ -57,7 +58,11 @@ pub struct SpecArgs {
     /// No audience: non-publishers receive nothing but a roster naming them.
     #[arg(long)]
     pub closed: bool,
-    /// Ask for retained chunks (the broker may refuse).
+    /// Ask for retained chunks first; part of the cohort's identity (R1): the publisher and
+    /// every subscriber must all join with it.
+    ///
+    /// A Join with history and one without are in different cohorts and never see each
+    /// other's frames. A broker that keeps no history answers REJECTED (D11).
     #[arg(long)]
     pub history: bool,
 }

@@ -2,8 +2,11 @@
 //! and 10, SWIP-74 item 10).
 //!
 //! Owns: [`Subscriber`], the receiving side's state for one cohort — the roster and its
-//! cursor, one DATA cursor per publisher, and (implicit authorship) a bounded window of
-//! recently seen chunks — and the typed [`Event`] each frame becomes. For every frame:
+//! cursor, a bounded table of per-publisher DATA cursors ([`crate::cursor_table`]), and
+//! (implicit authorship) a bounded window of recently seen chunks
+//! ([`crate::dedup_window`]), both sized by [`SubscriberLimits`] — and what each frame
+//! becomes: a typed [`Event`], within a [`Received`] that also carries what the subscriber
+//! learnt from it. For every frame:
 //! 1. the kind must be known (else dropped, R14, D12);
 //! 2. explicit and ALL: the id is derived from the frame's own kind, the cohort topic, the
 //!    frame's challenge and index (BPS.md §1.1) and must equal the chunk's id; the
@@ -15,26 +18,92 @@
 //!    keccak256(id ‖ admin);
 //! 4. cursors: a DATA index below its publisher's cursor and a ROSTER index below the roster
 //!    cursor are retransmits; a ROSTER index above the cursor, once a roster has been seen,
-//!    is a liveness fault (reported on the event, the roster still applies).
+//!    is a liveness fault (reported on the event, the roster still applies); a DATA index
+//!    above the cursor of a publisher already held is a gap ([`Received::gap`]: updates
+//!    were skipped or missed, which R27 allows), while a publisher's first frame, or its
+//!    first after an eviction, is never one;
+//! 5. an accepted DATA or ROSTER names where the next update of its feed will be
+//!    ([`Received::next`], [`NextUpdate`]), the SOC address an application can wait for or
+//!    fetch from Swarm storage. With `n` = index + 1: on a session feed (explicit and ALL)
+//!    keccak256(keccak256(topic_s ‖ be64(n)) ‖ owner), topic_s =
+//!    keccak256(prefix ‖ topic ‖ challenge) with the frame's own kind (DATA: no prefix;
+//!    ROSTER: the service prefix and owner = admin) and the frame's own challenge, so it is
+//!    the next update *on the same stream* (a publisher that reconnects signs under a new
+//!    challenge); under implicit FEED_TOPIC keccak256(keccak256(topic ‖ be64(n)) ‖ owner),
+//!    the feed update at n. None under the other implicit bindings (no sequence of ids), for
+//!    EOS, or when n would be 2^64 − 1, which no publisher may use (D13).
+//!
+//! Bounds: every table that grows with what peers send is bounded. The cursor table keeps at
+//! most [`SubscriberLimits::cursors_max`] publishers (default
+//! [`CURSORS_PER_SUBSCRIBER_MAX`]); a new publisher in a full table evicts the least
+//! recently advanced one, reported on [`Received::evicted`] and counted
+//! ([`Subscriber::cursors_evicted`]). An evicted publisher's cursor restarts: its next frame
+//! is accepted at any index, so a retransmit of its older frames could be shown again. The
+//! dedup window keeps [`SubscriberLimits::implicit_dedup_chunks_max`] chunks (default
+//! [`IMPLICIT_DEDUP_CHUNKS_MAX`]); a forgotten chunk is accepted again (R28). The roster is
+//! bounded by the chunk that carries it (at most 186 addresses).
 //!
 //! Never: reads a socket or a clock, or looks at its own stream's challenge. The state lives
 //! as long as the `Subscriber` value: keep one per (topic, admin) across reconnects so the
 //! cursors survive sessions (R41); nothing is persisted to disk.
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 
 use bps_proto::{
-    Address, Authorship, Broadcast, DecodeError, Hash, Kind, RosterError, Spec, decode_broadcast,
-    decode_roster, session_chunk_id, soc_address,
+    Address, Authorship, Binding, Broadcast, DecodeError, Hash, Kind, RosterError, Spec,
+    decode_broadcast, decode_roster, feed_id, session_chunk_id, soc_address,
 };
 use bps_verify::{
     Expect, SocError, SocRef, VerifyError, VerifyRequest, validate_soc, validate_soc_at, verify,
 };
 use bytes::Bytes;
 
-/// Chunks remembered for implicit-authorship dedup (R28 mirrored on the client).
-pub const IMPLICIT_DEDUP_WINDOW: usize = 4096;
+use crate::cursor_table::{CURSORS_PER_SUBSCRIBER_MAX, CursorTable, EvictedCursor};
+use crate::dedup_window::{DedupWindow, IMPLICIT_DEDUP_CHUNKS_MAX};
+
+/// The bounds of a subscriber's tables (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubscriberLimits {
+    /// Per-publisher DATA cursors kept under explicit authorship and ALL (at least 1).
+    pub cursors_max: usize,
+    /// Chunks remembered for dedup under implicit authorship (at least 1).
+    pub implicit_dedup_chunks_max: usize,
+}
+
+impl Default for SubscriberLimits {
+    fn default() -> Self {
+        Self {
+            cursors_max: CURSORS_PER_SUBSCRIBER_MAX,
+            implicit_dedup_chunks_max: IMPLICIT_DEDUP_CHUNKS_MAX,
+        }
+    }
+}
+
+/// One received frame: what it was, and what the subscriber learnt from it (module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The verdict.
+    pub event: Event,
+    /// An accepted DATA (explicit and ALL) above its publisher's cursor: the indices from
+    /// `expected` to `got − 1` never arrived. A ROSTER's gap is on [`Event::Roster`].
+    pub gap: Option<IndexGap>,
+    /// An accepted DATA or ROSTER: where the next update of its feed will be.
+    pub next: Option<NextUpdate>,
+    /// An accepted DATA whose publisher was new to a full cursor table pushed this cursor
+    /// out (module docs): that publisher's frames restart at any index.
+    pub evicted: Option<EvictedCursor>,
+}
+
+impl From<Event> for Received {
+    fn from(event: Event) -> Self {
+        Self {
+            event,
+            gap: None,
+            next: None,
+            evicted: None,
+        }
+    }
+}
 
 /// What one received frame turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +125,7 @@ pub enum Event {
         /// The new roster.
         publishers: Vec<Address>,
         /// Set when rosters were missed (a liveness fault, R41).
-        gap: Option<RosterGap>,
+        gap: Option<IndexGap>,
     },
     /// A verified end of stream from the admin: the channel is over (R21).
     Eos,
@@ -67,25 +136,35 @@ pub enum Event {
     },
 }
 
-/// Rosters were skipped: the broker or the admin failed to deliver one (a liveness fault).
+/// An index above the one expected on a feed already seen: updates were skipped or missed
+/// (for ROSTER a liveness fault, R41; for DATA allowed, R27, and worth knowing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RosterGap {
-    /// The index the subscriber expected next.
+pub struct IndexGap {
+    /// The index the subscriber expected next (the feed's cursor).
     pub expected: u64,
     /// The index that arrived.
     pub got: u64,
 }
 
-impl fmt::Display for RosterGap {
+impl fmt::Display for IndexGap {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             formatter,
-            "roster index gap: expected {}, got {} ({} missed)",
+            "expected index {}, got {} ({} missed)",
             self.expected,
             self.got,
             self.got - self.expected
         )
     }
+}
+
+/// Where the next update of a delivery's feed will be (module docs, item 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextUpdate {
+    /// Its index on the feed.
+    pub index: u64,
+    /// Its SOC address keccak256(id ‖ owner).
+    pub address: Hash,
 }
 
 /// Why a frame was dropped. None of these is fatal to the subscription.
@@ -225,22 +304,27 @@ pub struct Subscriber {
     roster: Vec<Address>,
     roster_cursor: u64,
     roster_seen: bool,
-    cursors: HashMap<Address, u64>,
-    seen: HashSet<Hash>,
-    seen_order: VecDeque<Hash>,
+    cursors: CursorTable,
+    cursors_evicted: u64,
+    seen: DedupWindow,
 }
 
 impl Subscriber {
-    /// A subscriber for `spec` with empty roster and cursors at 0.
+    /// A subscriber for `spec` with empty roster and cursors at 0, and the default limits.
     pub fn new(spec: Spec) -> Self {
+        Self::with_limits(spec, SubscriberLimits::default())
+    }
+
+    /// A subscriber for `spec` whose tables hold at most `limits` (each at least 1).
+    pub fn with_limits(spec: Spec, limits: SubscriberLimits) -> Self {
         Self {
             spec,
             roster: Vec::new(),
             roster_cursor: 0,
             roster_seen: false,
-            cursors: HashMap::new(),
-            seen: HashSet::new(),
-            seen_order: VecDeque::new(),
+            cursors: CursorTable::new(limits.cursors_max),
+            cursors_evicted: 0,
+            seen: DedupWindow::new(limits.implicit_dedup_chunks_max),
         }
     }
 
@@ -259,9 +343,19 @@ impl Subscriber {
         self.roster_cursor
     }
 
-    /// The next DATA index expected from `owner` (0 if never seen).
+    /// The next DATA index expected from `owner` (0 if never seen, or evicted).
     pub fn cursor(&self, owner: &Address) -> u64 {
-        self.cursors.get(owner).copied().unwrap_or(0)
+        self.cursors.get(owner).unwrap_or(0)
+    }
+
+    /// Publishers whose cursor is held (at most [`SubscriberLimits::cursors_max`]).
+    pub fn cursor_count(&self) -> usize {
+        self.cursors.len()
+    }
+
+    /// Cursors evicted from the full table so far (module docs).
+    pub fn cursors_evicted(&self) -> u64 {
+        self.cursors_evicted
     }
 
     /// Whether `owner` may publish DATA now (explicit: admin or rostered; ALL: anyone;
@@ -273,23 +367,53 @@ impl Subscriber {
         }
     }
 
-    /// Decodes and verifies one frame body.
+    /// Whether `event` is the roster in force delivered again: a verified ROSTER from the
+    /// admin (id derived, signature valid at keccak256(id ‖ admin)) dropped as a retransmit
+    /// at the index of the last roster accepted. The broker sends the latest roster first on
+    /// every new stream (R22), and the admin never reuses a ROSTER index (R41), so this is
+    /// the roster [`Subscriber::roster`] already holds: for a rostered publisher it is the
+    /// grant on the new stream (R23).
+    pub fn repeats_roster_in_force(&self, event: &Event) -> bool {
+        matches!(
+            event,
+            Event::Dropped {
+                reason: DropReason::Retransmit {
+                    kind: Kind::Roster,
+                    index,
+                    cursor,
+                },
+            } if self.roster_seen && index.checked_add(1) == Some(*cursor)
+        )
+    }
+
+    /// Decodes and verifies one frame body; the verdict only ([`Subscriber::receive`] tells
+    /// more).
     pub fn on_frame(&mut self, body: Bytes) -> Event {
+        self.receive(body).event
+    }
+
+    /// Verifies one `Broadcast` and applies it; the verdict only.
+    pub fn on_broadcast(&mut self, broadcast: &Broadcast) -> Event {
+        self.receive_broadcast(broadcast).event
+    }
+
+    /// Decodes and verifies one frame body.
+    pub fn receive(&mut self, body: Bytes) -> Received {
         match decode_broadcast(body) {
-            Ok(broadcast) => self.on_broadcast(&broadcast),
-            Err(error) => dropped(DropReason::Malformed(error)),
+            Ok(broadcast) => self.receive_broadcast(&broadcast),
+            Err(error) => dropped(DropReason::Malformed(error)).into(),
         }
     }
 
     /// Verifies one `Broadcast` (module docs) and applies it.
-    pub fn on_broadcast(&mut self, broadcast: &Broadcast) -> Event {
+    pub fn receive_broadcast(&mut self, broadcast: &Broadcast) -> Received {
         match self.admit(broadcast) {
-            Ok(event) => event,
-            Err(reason) => dropped(reason),
+            Ok(received) => received,
+            Err(reason) => dropped(reason).into(),
         }
     }
 
-    fn admit(&mut self, broadcast: &Broadcast) -> Result<Event, DropReason> {
+    fn admit(&mut self, broadcast: &Broadcast) -> Result<Received, DropReason> {
         let kind = bps_proto::kind_from_i32(broadcast.kind).ok_or(DropReason::UnknownKind {
             value: broadcast.kind,
         })?;
@@ -313,14 +437,18 @@ impl Subscriber {
             });
         }
         match kind {
-            Kind::Roster => self.admit_roster(&admin, broadcast, &soc),
-            Kind::Eos => admit_eos(&admin, broadcast, &soc),
+            Kind::Roster => self.admit_roster(&admin, broadcast, &soc, &challenge),
+            Kind::Eos => admit_eos(&admin, broadcast, &soc).map(Received::from),
             // DATA: AUTH and UNSPECIFIED were dropped above.
-            _ => self.admit_data(broadcast),
+            _ => self.admit_data(broadcast, &challenge),
         }
     }
 
-    fn admit_data(&mut self, broadcast: &Broadcast) -> Result<Event, DropReason> {
+    fn admit_data(
+        &mut self,
+        broadcast: &Broadcast,
+        challenge: &Hash,
+    ) -> Result<Received, DropReason> {
         let recovered = validate_soc(&broadcast.soc).map_err(|error| invalid(error.into()))?;
         let owner = recovered.owner;
         if !self.admits(&owner) {
@@ -330,19 +458,50 @@ impl Subscriber {
         if index == u64::MAX {
             return Err(DropReason::IndexMax { kind: Kind::Data });
         }
-        let cursor = self.cursor(&owner);
-        if index < cursor {
+        let known = self.cursors.get(&owner);
+        if let Some(cursor) = known
+            && index < cursor
+        {
             return Err(DropReason::Retransmit {
                 kind: Kind::Data,
                 index,
                 cursor,
             });
         }
-        self.cursors.insert(owner, index + 1);
-        Ok(Event::Data {
-            owner,
-            index,
-            payload: payload_of(&broadcast.soc),
+        let evicted = self.cursors.advance(owner, index + 1);
+        self.cursors_evicted += u64::from(evicted.is_some());
+        Ok(Received {
+            event: Event::Data {
+                owner,
+                index,
+                payload: payload_of(&broadcast.soc),
+            },
+            gap: known
+                .filter(|cursor| index > *cursor)
+                .map(|expected| IndexGap {
+                    expected,
+                    got: index,
+                }),
+            next: self.next_on_session_feed(Kind::Data, challenge, index, &owner),
+            evicted,
+        })
+    }
+
+    /// The next update after `index` on the session feed of `kind` under `challenge`,
+    /// signed by `owner` (module docs, item 5).
+    fn next_on_session_feed(
+        &self,
+        kind: Kind,
+        challenge: &Hash,
+        index: u64,
+        owner: &Address,
+    ) -> Option<NextUpdate> {
+        next_index(index).map(|next| NextUpdate {
+            index: next,
+            address: soc_address(
+                session_chunk_id(kind, self.spec.topic, *challenge, next),
+                owner,
+            ),
         })
     }
 
@@ -351,7 +510,8 @@ impl Subscriber {
         admin: &Address,
         broadcast: &Broadcast,
         soc: &SocRef<'_>,
-    ) -> Result<Event, DropReason> {
+        challenge: &Hash,
+    ) -> Result<Received, DropReason> {
         validate_soc_at(&broadcast.soc, &soc_address(soc.id, admin))
             .map_err(|error| invalid(error.into()))?;
         let index = broadcast.index;
@@ -368,21 +528,25 @@ impl Subscriber {
         let publishers = decode_roster(soc.payload).map_err(DropReason::InvalidRoster)?;
         // The first roster a subscriber sees is the latest one (R22), whatever its index;
         // after that, every index must follow the last.
-        let gap = (self.roster_seen && index > self.roster_cursor).then_some(RosterGap {
+        let gap = (self.roster_seen && index > self.roster_cursor).then_some(IndexGap {
             expected: self.roster_cursor,
             got: index,
         });
         self.roster_seen = true;
         self.roster_cursor = index + 1;
         self.roster.clone_from(&publishers);
-        Ok(Event::Roster {
-            index,
-            publishers,
-            gap,
+        Ok(Received {
+            next: self.next_on_session_feed(Kind::Roster, challenge, index, admin),
+            ..Event::Roster {
+                index,
+                publishers,
+                gap,
+            }
+            .into()
         })
     }
 
-    fn admit_implicit(&mut self, broadcast: &Broadcast) -> Result<Event, DropReason> {
+    fn admit_implicit(&mut self, broadcast: &Broadcast) -> Result<Received, DropReason> {
         let verified = verify(&VerifyRequest {
             chunk: broadcast.soc.clone(),
             expect: Expect::Implicit {
@@ -397,16 +561,21 @@ impl Subscriber {
                 key: verified.dedup_key,
             });
         }
-        self.seen_order.push_back(verified.dedup_key);
-        if self.seen_order.len() > IMPLICIT_DEDUP_WINDOW
-            && let Some(oldest) = self.seen_order.pop_front()
-        {
-            self.seen.remove(&oldest);
-        }
-        Ok(Event::Data {
-            owner: verified.owner,
-            index: broadcast.index,
-            payload: payload_of(&broadcast.soc),
+        let next = (self.spec.binding == Binding::FeedTopic)
+            .then(|| next_index(broadcast.index))
+            .flatten()
+            .map(|next| NextUpdate {
+                index: next,
+                address: soc_address(feed_id(self.spec.topic, next), verified.owner),
+            });
+        Ok(Received {
+            next,
+            ..Event::Data {
+                owner: verified.owner,
+                index: broadcast.index,
+                payload: payload_of(&broadcast.soc),
+            }
+            .into()
         })
     }
 }
@@ -426,6 +595,12 @@ fn admit_eos(
     validate_soc_at(&broadcast.soc, &soc_address(soc.id, admin))
         .map_err(|error| invalid(error.into()))?;
     Ok(Event::Eos)
+}
+
+/// The index after `index` on a feed, unless it would be 2^64 − 1, which no publisher may
+/// use (D13).
+fn next_index(index: u64) -> Option<u64> {
+    index.checked_add(1).filter(|next| *next != u64::MAX)
 }
 
 fn invalid(error: VerifyError) -> DropReason {
@@ -844,7 +1019,7 @@ mod tests {
         assert_eq!(gap(subscriber.on_broadcast(&roster(6))), None);
         assert_eq!(
             gap(subscriber.on_broadcast(&roster(9))),
-            Some(RosterGap {
+            Some(IndexGap {
                 expected: 7,
                 got: 9
             })
@@ -862,6 +1037,62 @@ mod tests {
                 cursor: 10
             }
         );
+    }
+
+    #[test]
+    fn r22_the_roster_in_force_sent_again_is_recognised() {
+        let admin = key(1);
+        let member = key(2);
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let roster = |signer: &SigningKey, challenge: u8, index: u64| {
+            sign_broadcast(
+                signer,
+                Kind::Roster,
+                &TOPIC,
+                &[challenge; 32],
+                index,
+                &encode_roster(&[member.address()]),
+            )
+            .broadcast
+        };
+        let retransmit = |event: &Event| {
+            matches!(
+                event,
+                Event::Dropped {
+                    reason: DropReason::Retransmit { .. }
+                }
+            )
+        };
+        let first = subscriber.on_broadcast(&roster(&admin, 1, 3));
+        assert!(matches!(first, Event::Roster { index: 3, .. }), "{first:?}");
+        assert!(!subscriber.repeats_roster_in_force(&first), "a new roster");
+        // The broker sends roster 3 again first on a new stream: the same frame.
+        let again = subscriber.on_broadcast(&roster(&admin, 1, 3));
+        assert!(retransmit(&again), "{again:?}");
+        assert!(subscriber.repeats_roster_in_force(&again));
+        // Once roster 4 is in force, roster 3 is a retransmit but not the one in force.
+        let next = subscriber.on_broadcast(&roster(&admin, 2, 4));
+        assert!(matches!(next, Event::Roster { index: 4, .. }), "{next:?}");
+        let stale = subscriber.on_broadcast(&roster(&admin, 1, 3));
+        assert!(retransmit(&stale), "{stale:?}");
+        assert!(!subscriber.repeats_roster_in_force(&stale));
+        let repeat = subscriber.on_broadcast(&roster(&admin, 3, 4));
+        assert!(subscriber.repeats_roster_in_force(&repeat));
+        // A non-admin's chunk at the index in force is no roster at all.
+        let forged = subscriber.on_broadcast(&roster(&member, 3, 4));
+        assert!(matches!(
+            forged,
+            Event::Dropped {
+                reason: DropReason::Invalid(_)
+            }
+        ));
+        assert!(!subscriber.repeats_roster_in_force(&forged));
+        // A DATA retransmit just below its cursor is not a roster.
+        let data = sign_broadcast(&admin, Kind::Data, &TOPIC, &[1; 32], 4, b"x").broadcast;
+        assert!(matches!(subscriber.on_broadcast(&data), Event::Data { .. }));
+        let data_again = subscriber.on_broadcast(&data);
+        assert!(retransmit(&data_again), "{data_again:?}");
+        assert!(!subscriber.repeats_roster_in_force(&data_again));
     }
 
     #[test]
@@ -907,6 +1138,61 @@ mod tests {
             reason(subscriber.on_broadcast(&max.broadcast)),
             DropReason::IndexMax { kind: Kind::Data }
         );
+    }
+
+    #[test]
+    fn r27_a_full_cursor_table_evicts_the_least_recent_publisher_and_says_so() {
+        let cohort = all(&key(1));
+        let limits = SubscriberLimits {
+            cursors_max: 2,
+            ..SubscriberLimits::default()
+        };
+        let mut subscriber = Subscriber::with_limits(cohort, limits);
+        let (first, second, third) = (key(2), key(3), key(4));
+        let frame = |signer: &SigningKey, index: u64| {
+            sign_broadcast(signer, Kind::Data, &TOPIC, &[7; 32], index, b"x").broadcast
+        };
+        let mut evicted = |broadcast: &Broadcast| {
+            let received = subscriber.receive_broadcast(broadcast);
+            assert!(
+                matches!(received.event, Event::Data { .. }),
+                "{:?}",
+                received.event
+            );
+            received.evicted
+        };
+        assert_eq!(evicted(&frame(&first, 0)), None);
+        assert_eq!(evicted(&frame(&second, 0)), None);
+        // `first` advances again, so `second` is the least recent when `third` arrives.
+        assert_eq!(evicted(&frame(&first, 1)), None);
+        assert_eq!(
+            evicted(&frame(&third, 0)),
+            Some(EvictedCursor {
+                owner: second.address(),
+                cursor: 1
+            })
+        );
+        // The evicted publisher's cursor restarts: its old frame is shown again.
+        assert_eq!(
+            evicted(&frame(&second, 0)),
+            Some(EvictedCursor {
+                owner: first.address(),
+                cursor: 2
+            })
+        );
+        assert_eq!(subscriber.cursors_evicted(), 2);
+        assert_eq!(subscriber.cursor_count(), 2);
+        assert_eq!(subscriber.cursor(&first.address()), 0, "forgotten");
+        assert_eq!(
+            reason(subscriber.on_broadcast(&frame(&third, 0))),
+            DropReason::Retransmit {
+                kind: Kind::Data,
+                index: 0,
+                cursor: 1
+            },
+            "a held cursor still drops retransmits"
+        );
+        assert_eq!(subscriber.cursors_evicted(), 2);
     }
 
     #[test]
@@ -1060,7 +1346,7 @@ mod tests {
             subscriber.on_broadcast(&first.broadcast),
             Event::Data { .. }
         ));
-        for index in 1..=IMPLICIT_DEDUP_WINDOW as u64 {
+        for index in 1..=IMPLICIT_DEDUP_CHUNKS_MAX as u64 {
             let next = sign_implicit(&signer, &feed_id(TOPIC, index), None, b"");
             assert!(matches!(
                 subscriber.on_broadcast(&next.broadcast),
@@ -1072,5 +1358,296 @@ mod tests {
             subscriber.on_broadcast(&first.broadcast),
             Event::Data { .. }
         ));
+    }
+
+    /// The SOC address of a produced chunk, from its own id and the signer, by hand: the
+    /// check must not lean on the helpers the subscriber uses.
+    fn address_of(chunk: &[u8], owner: &Address) -> Hash {
+        keccak256(&[&chunk[..32], &owner[..]].concat())
+    }
+
+    fn next(received: &Received) -> NextUpdate {
+        received
+            .next
+            .unwrap_or_else(|| panic!("no next update for {:?}", received.event))
+    }
+
+    #[test]
+    fn r27_data_gaps_are_reported_per_publisher() {
+        let admin = key(1);
+        for cohort in [explicit(&admin), all(&admin)] {
+            let member = key(2);
+            let mut subscriber = Subscriber::new(cohort);
+            let frame = |signer: &SigningKey, index: u64| {
+                sign_broadcast(signer, Kind::Data, &TOPIC, &[7; 32], index, b"x").broadcast
+            };
+            let mut gap = |broadcast: &Broadcast| subscriber.receive_broadcast(broadcast).gap;
+            for index in [0, 1, 2] {
+                assert_eq!(gap(&frame(&admin, index)), None, "{index}");
+            }
+            assert_eq!(
+                gap(&frame(&admin, 5)),
+                Some(IndexGap {
+                    expected: 3,
+                    got: 5
+                })
+            );
+            assert_eq!(gap(&frame(&admin, 6)), None);
+            // A retransmit is no gap; neither is the first frame of a publisher not yet seen.
+            assert_eq!(gap(&frame(&admin, 4)), None);
+            if cohort.all {
+                assert_eq!(gap(&frame(&member, 7)), None, "first frame of a publisher");
+                assert_eq!(
+                    gap(&frame(&member, 10)),
+                    Some(IndexGap {
+                        expected: 8,
+                        got: 10
+                    }),
+                    "per publisher"
+                );
+            }
+        }
+        // After an eviction the publisher is not yet seen again: no gap.
+        let limits = SubscriberLimits {
+            cursors_max: 1,
+            ..SubscriberLimits::default()
+        };
+        let mut subscriber = Subscriber::with_limits(all(&admin), limits);
+        for (signer, index) in [(key(2), 0), (key(3), 0)] {
+            let frame = sign_broadcast(&signer, Kind::Data, &TOPIC, &[7; 32], index, b"x");
+            assert_eq!(subscriber.receive_broadcast(&frame.broadcast).gap, None);
+        }
+        let back = sign_broadcast(&key(2), Kind::Data, &TOPIC, &[7; 32], 9, b"x");
+        let received = subscriber.receive_broadcast(&back.broadcast);
+        assert_eq!(received.gap, None);
+        assert!(received.evicted.is_some());
+    }
+
+    #[test]
+    fn next_address_is_where_the_publisher_signs_its_next_update() {
+        let admin = key(1);
+        let member = key(2);
+        for (cohort, signer) in [(explicit(&admin), &admin), (all(&admin), &member)] {
+            let owner = signer.address();
+            let challenge = [0x5c; 32];
+            let mut subscriber = Subscriber::new(cohort);
+            let produced = |start: u64, count: usize| {
+                let mut publisher = publisher(cohort, signer, start, 0);
+                for _ in 0..count {
+                    publisher.enqueue_data(&b"update"[..]).expect("data");
+                }
+                delivered(&mut publisher, challenge)
+            };
+            // Published: 0, 1, 2 and then 5 (a gap); 3 and 6 are what the publisher would
+            // sign next on the same stream.
+            let first = produced(0, 4);
+            let later = produced(5, 2);
+            for (delivery, upcoming) in [
+                (&first[0], &first[1]),
+                (&first[1], &first[2]),
+                (&first[2], &first[3]),
+                (&later[0], &later[1]),
+            ] {
+                let received = subscriber.receive_broadcast(delivery);
+                assert!(matches!(received.event, Event::Data { .. }));
+                let expected = next(&received);
+                assert_eq!(expected.index, upcoming.index);
+                assert_eq!(expected.index, delivery.index + 1);
+                assert_eq!(expected.address, address_of(&upcoming.soc, &owner));
+            }
+            // On another stream (another challenge) the next update is elsewhere.
+            let elsewhere = {
+                let mut publisher = publisher(cohort, signer, 6, 0);
+                publisher.enqueue_data(&b"update"[..]).expect("data");
+                delivered(&mut publisher, [0x5d; 32]).remove(0)
+            };
+            let after_five = subscriber.receive_broadcast(&later[1]);
+            assert_ne!(
+                next(&after_five).address,
+                address_of(&elsewhere.soc, &owner)
+            );
+        }
+        // The admin's ROSTER feed: the next roster on the same stream.
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let mut publisher = publisher(explicit(&admin), &admin, 0, 8);
+        publisher
+            .enqueue_roster(&[member.address()])
+            .expect("roster");
+        publisher.enqueue_roster(&[]).expect("roster");
+        let rosters = delivered(&mut publisher, [0x6e; 32]);
+        let received = subscriber.receive_broadcast(&rosters[0]);
+        assert!(matches!(received.event, Event::Roster { index: 8, .. }));
+        assert_eq!(
+            next(&received),
+            NextUpdate {
+                index: 9,
+                address: address_of(&rosters[1].soc, &admin.address())
+            }
+        );
+        // EOS ends the channel: nothing comes next.
+        publisher.enqueue_eos().expect("eos");
+        let eos = delivered(&mut publisher, [0x6e; 32]).remove(0);
+        let received = subscriber.receive_broadcast(&eos);
+        assert_eq!((received.event, received.next), (Event::Eos, None));
+    }
+
+    #[test]
+    fn d13_no_next_update_at_the_end_of_the_index_space() {
+        let admin = key(1);
+        let mut subscriber = Subscriber::new(explicit(&admin));
+        let at = |index: u64| {
+            sign_broadcast(&admin, Kind::Data, &TOPIC, &[7; 32], index, b"x").broadcast
+        };
+        let before_last = subscriber.receive_broadcast(&at(u64::MAX - 2));
+        assert_eq!(next(&before_last).index, u64::MAX - 1);
+        let last = subscriber.receive_broadcast(&at(u64::MAX - 1));
+        assert!(matches!(last.event, Event::Data { .. }));
+        assert_eq!(last.next, None, "2^64 - 1 is never used");
+
+        let feed = spec(None, Binding::FeedTopic, false);
+        let mut subscriber = Subscriber::new(feed);
+        let last = sign_implicit(
+            &admin,
+            &feed_id(TOPIC, u64::MAX - 1),
+            Some(u64::MAX - 1),
+            b"x",
+        );
+        let received = subscriber.receive_broadcast(&last.broadcast);
+        assert!(matches!(received.event, Event::Data { .. }));
+        assert_eq!(received.next, None);
+    }
+
+    #[test]
+    fn implicit_feed_topic_names_the_next_feed_update() {
+        let signer = key(3);
+        let owner = signer.address();
+        let feed = spec(None, Binding::FeedTopic, false);
+        let mut subscriber = Subscriber::new(feed);
+        let mut writer = publisher(feed, &signer, 40, 0);
+        for _ in 0..3 {
+            writer.enqueue_data(&b"feed"[..]).expect("data");
+        }
+        let frames = delivered(&mut writer, [0; 32]);
+        for pair in frames.windows(2) {
+            let received = subscriber.receive_broadcast(&pair[0]);
+            assert!(matches!(received.event, Event::Data { .. }));
+            assert_eq!(
+                next(&received),
+                NextUpdate {
+                    index: pair[1].index,
+                    address: address_of(&pair[1].soc, &owner)
+                }
+            );
+            assert_eq!(received.gap, None, "no cursors under implicit authorship");
+        }
+        // Any owner may write a graffiti feed: the next update is the same signer's.
+        let other = key(4);
+        let theirs = sign_implicit(&other, &feed_id(TOPIC, 7), Some(7), b"x");
+        let received = subscriber.receive_broadcast(&theirs.broadcast);
+        let upcoming = sign_implicit(&other, &feed_id(TOPIC, 8), Some(8), b"y");
+        assert_eq!(
+            next(&received).address,
+            address_of(&upcoming.chunk, &other.address())
+        );
+        // No sequence of ids under the other implicit bindings.
+        let mnemonic = spec(None, Binding::Mnemonic, false);
+        let mut subscriber = Subscriber::new(mnemonic);
+        let mut publisher = publisher(mnemonic, &signer, 0, 0);
+        publisher.enqueue_data(&b"any"[..]).expect("data");
+        let frame = delivered(&mut publisher, [0; 32]).remove(0);
+        let received = subscriber.receive_broadcast(&frame);
+        assert!(matches!(received.event, Event::Data { .. }));
+        assert_eq!(received.next, None);
+    }
+
+    /// The whole DATA admission of a small cohort against the obvious model: a cursor per
+    /// publisher in least-recently-advanced order, at most `CURSORS` of them.
+    #[test]
+    fn r27_random_deliveries_agree_with_a_model_of_cursors_gaps_and_evictions() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+
+        const CURSORS: usize = 3;
+        const INDICES: u64 = 12;
+        let cohort = all(&key(1));
+        let signers: Vec<SigningKey> = (2..7).map(key).collect();
+        // Every (publisher, index) signed once, each publisher under its own challenge.
+        let frames: Vec<Vec<Broadcast>> = signers
+            .iter()
+            .enumerate()
+            .map(|(seat, signer)| {
+                (0..INDICES)
+                    .map(|index| {
+                        sign_broadcast(signer, Kind::Data, &TOPIC, &[seat as u8; 32], index, b"")
+                            .broadcast
+                    })
+                    .collect()
+            })
+            .collect();
+        let limits = SubscriberLimits {
+            cursors_max: CURSORS,
+            ..SubscriberLimits::default()
+        };
+        let mut subscriber = Subscriber::with_limits(cohort, limits);
+        let mut model: Vec<(Address, u64)> = Vec::new();
+        let mut rng = StdRng::seed_from_u64(27);
+        let (mut gaps, mut evictions, mut retransmits) = (0, 0u64, 0);
+        for step in 0..3_000 {
+            let seat = rng.random_range(0..signers.len());
+            let index = rng.random_range(0..INDICES);
+            let owner = signers[seat].address();
+            let known = model
+                .iter()
+                .position(|(held, _)| *held == owner)
+                .map(|position| (position, model[position].1));
+            let received = subscriber.receive_broadcast(&frames[seat][index as usize]);
+            if let Some((_, cursor)) = known.filter(|(_, cursor)| index < *cursor) {
+                retransmits += 1;
+                assert_eq!(
+                    reason(received.event),
+                    DropReason::Retransmit {
+                        kind: Kind::Data,
+                        index,
+                        cursor
+                    },
+                    "step {step}"
+                );
+                continue;
+            }
+            let gap = known
+                .map(|(_, cursor)| cursor)
+                .filter(|cursor| index > *cursor)
+                .map(|expected| IndexGap {
+                    expected,
+                    got: index,
+                });
+            let evicted = match known {
+                Some((position, _)) => {
+                    model.remove(position);
+                    None
+                }
+                None if model.len() == CURSORS => {
+                    let (oldest, cursor) = model.remove(0);
+                    Some(EvictedCursor {
+                        owner: oldest,
+                        cursor,
+                    })
+                }
+                None => None,
+            };
+            model.push((owner, index + 1));
+            gaps += usize::from(gap.is_some());
+            assert_eq!(received.gap, gap, "step {step}");
+            assert_eq!(received.evicted, evicted, "step {step}");
+            assert_eq!(next(&received).index, index + 1);
+            assert!(matches!(received.event, Event::Data { owner: got, .. } if got == owner));
+            evictions += u64::from(evicted.is_some());
+            assert_eq!(subscriber.cursors_evicted(), evictions);
+            assert_eq!(subscriber.cursor_count(), model.len());
+        }
+        assert!(
+            gaps > 100 && evictions > 100 && retransmits > 100,
+            "all paths exercised"
+        );
     }
 }

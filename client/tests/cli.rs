@@ -677,3 +677,141 @@ fn a_refused_join_exits_3() {
         "a publisher joins as its key's address"
     );
 }
+
+/// A broker stand-in: answers the first Join with OK, writes `frames`, then reads until the
+/// client closes.
+fn scripted_peer(frames: Vec<Bytes>) -> (String, thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let target = listener.local_addr().expect("addr").to_string();
+    let handle = thread::spawn(move || {
+        let (mut stream, _) = listener.accept().expect("accept");
+        let mut buf = BytesMut::new();
+        while next_frame(&mut buf, FRAME_BYTES_MAX_DEFAULT)
+            .expect("frame")
+            .is_none()
+        {
+            let mut chunk = [0u8; 512];
+            let read = stream.read(&mut chunk).expect("read join");
+            assert!(read > 0, "the client closed before its Join");
+            buf.extend_from_slice(&chunk[..read]);
+        }
+        let ack = encode_frame(&Ack {
+            status: Status::Ok as i32,
+            challenge: Bytes::from(vec![0x33; 32]),
+        });
+        stream.write_all(&ack).expect("ack");
+        for frame in &frames {
+            stream.write_all(frame).expect("frame");
+        }
+        let mut rest = Vec::new();
+        let _ = stream.read_to_end(&mut rest);
+    });
+    (target, handle)
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
+#[test]
+fn sub_json_prints_gaps_and_next_addresses() {
+    let admin = SigningKey::from_bytes(&[5; 32]).expect("key");
+    let challenge = [0x44; 32];
+    let topic = [0x42; 32];
+    let signed = |index: u64| sign_broadcast(&admin, Kind::Data, &topic, &challenge, index, b"hi");
+    let eos = sign_broadcast(&admin, Kind::Eos, &topic, &challenge, 0, b"");
+    let (target, peer) = scripted_peer(vec![
+        signed(0).frame,
+        signed(1).frame,
+        signed(4).frame,
+        eos.frame,
+    ]);
+    let admin_hex = hex::encode(admin.address());
+    let output = bps(&[
+        "sub",
+        "--target",
+        &target,
+        "--topic",
+        &hex::encode(topic),
+        "--binding",
+        "feed-topic",
+        "--admin",
+        &admin_hex,
+        "--json",
+        "--no-reconnect",
+        "--timeout-ms",
+        "20000",
+    ]);
+    assert_eq!(
+        code(&output),
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    peer.join().expect("peer");
+    let printed = json_lines(&output);
+    let kinds: Vec<&str> = printed
+        .iter()
+        .map(|line| line["kind"].as_str().expect("kind"))
+        .collect();
+    assert_eq!(kinds, ["joined", "data", "data", "gap", "data", "eos"]);
+    assert_eq!(printed[3]["owner"], admin_hex);
+    assert_eq!(printed[3]["expected"], 2);
+    assert_eq!(printed[3]["got"], 4);
+    for (line, index) in [(&printed[1], 1u64), (&printed[2], 2), (&printed[4], 5)] {
+        // The chunk the admin would sign next on that stream, and its address by hand.
+        let upcoming = signed(index).chunk;
+        let mut preimage = upcoming[..32].to_vec();
+        preimage.extend_from_slice(&admin.address());
+        assert_eq!(line["next_index"], index);
+        assert_eq!(
+            line["next_address"],
+            hex::encode(bps_proto::keccak256(&preimage))
+        );
+        assert_eq!(line["owner"], admin_hex);
+    }
+    assert_eq!(printed[4]["index"], 4);
+}
+
+#[test]
+fn history_is_joined_by_sub_and_pub_and_its_help_says_it_is_identity() {
+    let topic = "42".repeat(32);
+    for (command, extra) in [
+        ("sub", &["--no-reconnect"][..]),
+        ("pub", &["--key", BEE_KEY, "--message", "hi"][..]),
+    ] {
+        let (target, peer) = refusing_peer(Status::Rejected);
+        let mut args = vec![
+            command,
+            "--target",
+            &target,
+            "--topic",
+            &topic,
+            "--binding",
+            "mnemonic",
+            "--history",
+        ];
+        args.extend_from_slice(extra);
+        let output = bps(&args);
+        assert_eq!(code(&output), 3, "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("rejects --history"), "{stderr}");
+        let join = peer.join().expect("peer");
+        let report = json(&bps(&["frame", "decode", &hex::encode(&join)]));
+        assert_eq!(report["cohort"]["history"], true, "{args:?}");
+    }
+    for command in ["sub", "pub"] {
+        let help = bps(&[command, "--help"]);
+        let text = String::from_utf8_lossy(&help.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            text.contains("identity (R1)") && text.contains("must all join with it"),
+            "{command}: {text}"
+        );
+    }
+}

@@ -14,7 +14,8 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bps_client::client::{
-    ClientError, Connection, Output, PubOptions, SubOptions, run_pub, run_sub,
+    ClientError, Connection, INPUT_LINES_QUEUED_MAX, Output, PubOptions, SubOptions, run_pub,
+    run_sub,
 };
 use bps_client::hexarg::{ArgError, check_payload, parse_fixed, parse_hex, parse_key};
 use bps_client::inspect::{decode_frame, inspect_soc};
@@ -174,7 +175,18 @@ struct SubArgs {
     /// Join as this key's address.
     #[arg(long, value_name = "HEX")]
     key: Option<String>,
-    /// Print JSON lines (data, roster, eos, dropped, joined).
+    /// Print JSON lines, one per event: joined, data, gap, evicted, roster, eos, dropped.
+    ///
+    /// Every line has a "kind": "joined" (addr, challenge);
+    /// "data" (owner, index, payload_hex, payload_utf8, and next_index and next_address: the
+    /// SOC address of this publisher's next update, on the same stream for session feeds,
+    /// the feed update under implicit feed-topic; absent where no next update is defined);
+    /// "gap" before a data line whose index is above its publisher's cursor (owner,
+    /// expected, got; a publisher's first frame is never one); "evicted" after a data line
+    /// whose new publisher pushed the least recent one out of the bounded cursor table
+    /// (owner, cursor: its older frames could be shown again); "roster" (index, publishers,
+    /// next_index, next_address, liveness_fault when rosters were missed); "eos";
+    /// "dropped" (reason).
     #[arg(long)]
     json: bool,
     /// Exit after this many messages.
@@ -560,9 +572,11 @@ fn send_queued(
 }
 
 /// Lines of stdin (without their `\n` or `\r\n`), read on a thread so the stream keeps
-/// being served while the terminal is idle; the channel closes at end of input.
+/// being served while the terminal is idle; the channel closes at end of input. It holds
+/// [`INPUT_LINES_QUEUED_MAX`] lines: when the publisher is that far behind, the thread
+/// stops reading and the pipe pushes back.
 fn stdin_lines() -> Receiver<Vec<u8>> {
-    let (sender, receiver) = mpsc::channel();
+    let (sender, receiver) = mpsc::sync_channel(INPUT_LINES_QUEUED_MAX);
     thread::spawn(move || {
         let mut stdin = io::stdin().lock();
         loop {
