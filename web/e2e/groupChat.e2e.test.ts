@@ -2,7 +2,8 @@
  * Two pages chat in a group-chat cohort (ALL + MNEMONIC with an admin): each publishes
  * through the real broker and shows the other's message with the author its own
  * verification recovered; neither shows its own message as a delivery (R25). The test
- * writes the screenshot demo/screenshots/group-chat.png while both messages are on screen.
+ * writes the screenshot demo/screenshots/group-chat.png (not committed; docs/images/demo-group-chat.png is
+ * a copy from one run) while both messages are on screen.
  */
 
 import { mkdirSync } from "node:fs";
