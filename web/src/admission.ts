@@ -14,11 +14,20 @@
  *    service chunks (ROSTER, EOS) must validate at keccak256(id ‖ admin), so the roster is
  *    taken only from the admin's ROSTER feed;
  * 4. cursors: a DATA index below its publisher's cursor and a ROSTER index below the roster
- *    cursor are retransmits; an index above the cursor of a feed already seen is a liveness
- *    fault, reported on the verdict (`gap`); the delivery still applies;
- * 5. an accepted delivery names the address of the next update expected from its
- *    publisher (`next`): keccak256(keccak256(topic_s ‖ be64(index+1)) ‖ owner) on a session
- *    feed, keccak256(keccak256(topic ‖ be64(index+1)) ‖ owner) under implicit FEED_TOPIC.
+ *    cursor are retransmits; an index above the cursor of a feed already seen is reported
+ *    on the verdict (`gap`) and the delivery still applies: for ROSTER, once a roster has
+ *    been seen, a liveness fault (R41); for DATA, updates skipped or missed (R27 allows
+ *    it), while a publisher's first frame, or its first after an eviction, is never a gap;
+ * 5. an accepted DATA or ROSTER names where the next update of its feed will be (`next`, a
+ *    `NextUpdate`: its index and SOC address), which an application can wait for or fetch
+ *    from Swarm storage, as the Rust client's `Received::next`. With n = index + 1: on a
+ *    session feed (explicit and ALL) keccak256(keccak256(topic_s ‖ be64(n)) ‖ owner), with
+ *    the frame's own kind (DATA: no prefix; ROSTER: the service prefix, owner = admin) and
+ *    the frame's own challenge, so it is the next update on the same stream (a publisher
+ *    that reconnects signs under a new challenge); under implicit FEED_TOPIC
+ *    keccak256(keccak256(topic ‖ be64(n)) ‖ owner), the feed update at n. None under the
+ *    other implicit bindings (no sequence of ids), for EOS, or when n would be 2^64 - 1,
+ *    which no publisher may use (D13).
  *
  * Never: reads a socket, a clock or a store (the `Subscriber` persists `snapshot()`), looks
  * at its own stream's challenge, or throws on a peer's frame: every failure is a `dropped`
@@ -59,6 +68,14 @@ export interface IndexGap {
   readonly got: bigint;
 }
 
+/** Where the next update of a delivery's feed will be (module docs, item 5). */
+export interface NextUpdate {
+  /** Its index on the feed. */
+  readonly index: bigint;
+  /** Its SOC address keccak256(id ‖ owner). */
+  readonly address: Uint8Array;
+}
+
 /** A verified publication. */
 export interface DataVerdict {
   readonly type: "data";
@@ -69,9 +86,9 @@ export interface DataVerdict {
   readonly payload: Uint8Array;
   /** The chunk's SOC address keccak256(id ‖ owner). */
   readonly address: Uint8Array;
-  /** The SOC address of this publisher's next update, where the feed defines one. */
-  readonly next?: Uint8Array;
-  /** Updates from this publisher were missed (a liveness fault). */
+  /** This publisher's next update, where the feed defines one (module docs, item 5). */
+  readonly next?: NextUpdate;
+  /** Updates from this publisher were skipped or missed (module docs, item 4). */
   readonly gap?: IndexGap;
   /** A cursor this publisher's new one pushed out of the bounded table. */
   readonly evicted?: EvictedCursor;
@@ -83,8 +100,8 @@ export interface RosterVerdict {
   readonly index: bigint;
   readonly publishers: readonly Uint8Array[];
   readonly address: Uint8Array;
-  /** The SOC address of the admin's next ROSTER on this session feed. */
-  readonly next?: Uint8Array;
+  /** The admin's next ROSTER on this session feed (module docs, item 5). */
+  readonly next?: NextUpdate;
   /** Rosters were missed (a liveness fault, R41). */
   readonly gap?: IndexGap;
 }
@@ -146,9 +163,18 @@ function drop(reason: DropReason): Verdict {
 
 type Admitted = Result<Verdict, DropReason>;
 
-/** The address of `index + 1` on a feed, unless that index is 2^64-1 (refused, D13). */
-function nextIndex(index: bigint): bigint | undefined {
-  return index + 1n < U64_MAX ? index + 1n : undefined;
+/**
+ * The update after `index` on a feed whose ids `idAt` gives, signed by `owner`; none when
+ * its index would be 2^64-1, which no publisher may use (D13).
+ */
+function nextUpdate(index: bigint, idAt: (next: bigint) => Uint8Array, owner: Uint8Array): NextUpdate | undefined {
+  const next = index + 1n;
+  return next < U64_MAX ? { index: next, address: socAddress(idAt(next), owner) } : undefined;
+}
+
+/** The update after `index` on the session feed of `kind` under `challenge` (module docs, item 5). */
+function nextOnSessionFeed(spec: Spec, kind: KnownKind, challenge: Uint8Array, index: bigint, owner: Uint8Array): NextUpdate | undefined {
+  return nextUpdate(index, (next) => sessionChunkId(kind, spec.topic, challenge, next), owner);
 }
 
 /** The receiving side of one cohort (module docs). */
@@ -242,16 +268,14 @@ export class Admission {
     const cursor = known ?? 0n;
     if (index < cursor) return fail({ code: "retransmit", kind: Kind.DATA, index, cursor });
     const evicted = this.#cursors.advance(owner, index + 1n);
-    const next = nextIndex(index);
+    const next = nextOnSessionFeed(this.spec, Kind.DATA, broadcast.challenge, index, owner);
     return ok({
       type: "data",
       owner,
       index,
       payload: soc.payload.slice(),
       address,
-      ...(next === undefined
-        ? {}
-        : { next: socAddress(sessionChunkId(Kind.DATA, this.spec.topic, broadcast.challenge, next), owner) }),
+      ...(next === undefined ? {} : { next }),
       ...(known !== undefined && index > known ? { gap: { expected: known, got: index } } : {}),
       ...(evicted === undefined ? {} : { evicted }),
     });
@@ -273,15 +297,13 @@ export class Admission {
     this.#rosterSeen = true;
     this.#rosterCursor = index + 1n;
     this.#roster = publishers.value;
-    const next = nextIndex(index);
+    const next = nextOnSessionFeed(this.spec, Kind.ROSTER, broadcast.challenge, index, admin);
     return ok({
       type: "roster",
       index,
       publishers: [...publishers.value],
       address: valid.value.address,
-      ...(next === undefined
-        ? {}
-        : { next: socAddress(sessionChunkId(Kind.ROSTER, this.spec.topic, broadcast.challenge, next), admin) }),
+      ...(next === undefined ? {} : { next }),
       ...(gap === undefined ? {} : { gap }),
     });
   }
@@ -294,14 +316,17 @@ export class Admission {
     const shaped = checkImplicit(binding, topic, broadcast.index, recovered);
     if (!shaped.ok) return fail({ code: "shape", fault: shaped.fault });
     if (!this.#seen.insert(shaped.value)) return fail({ code: "duplicate", key: shaped.value });
-    const next = binding === TopicBinding.FEED_TOPIC ? nextIndex(broadcast.index) : undefined;
+    const next =
+      binding === TopicBinding.FEED_TOPIC
+        ? nextUpdate(broadcast.index, (index) => feedId(topic, index), recovered.owner)
+        : undefined;
     return ok({
       type: "data",
       owner: recovered.owner,
       index: broadcast.index,
       payload: broadcast.soc.slice(SOC_MIN_CHUNK_SIZE),
       address: recovered.address,
-      ...(next === undefined ? {} : { next: socAddress(feedId(topic, next), recovered.owner) }),
+      ...(next === undefined ? {} : { next }),
     });
   }
 

@@ -12,6 +12,7 @@ export type {
   DataVerdict,
   DropReason,
   IndexGap,
+  NextUpdate,
   RosterVerdict,
   SnapshotFault,
   Verdict,

@@ -12,6 +12,8 @@ import {
   feedId,
   keccak256,
   makeBroadcast,
+  type Outgoing,
+  be64,
   makeSpec,
   proximity,
   PO_MIN,
@@ -324,25 +326,69 @@ describe("cursors", () => {
   });
 });
 
-describe("next address", () => {
-  it("is the address of the chunk the publisher actually produces next (session feeds)", () => {
+describe("next update", () => {
+  const MAX = (1n << 64n) - 1n;
+  /** A verdict's next update with its address as hex, or undefined. */
+  const nextOf = (verdict: Verdict) =>
+    verdict.type === "data" || verdict.type === "roster" ? verdict.next && { index: verdict.next.index, address: toHex(verdict.next.address) } : undefined;
+  /** Where a written frame is, in the shape of `nextOf`. */
+  const whereItIs = (outgoing: Outgoing) => ({ index: outgoing.index, address: toHex(outgoing.address) });
+  /** keccak256(keccak256(keccak256(prefix ‖ topic ‖ challenge) ‖ be64(index)) ‖ owner), BPS.md §1.1. */
+  const sessionFeedAddress = (prefix: Uint8Array, challenge: Uint8Array, index: bigint, owner: Uint8Array) =>
+    toHex(keccak256(keccak256(keccak256(prefix, TOPIC, challenge), be64(index)), owner));
+
+  it("on session feeds is where the publisher signs its next DATA and its next ROSTER, each on its own feed", () => {
     const admission = new Admission(explicit);
     const writer = outbox(explicit, admin);
     writer.enqueue(data(utf8("a"), 7n));
     writer.enqueue({ kind: Kind.ROSTER, index: 2n, payload: encodeRoster([]) });
     writer.enqueue(data(utf8("b"), 8n));
     writer.enqueue({ kind: Kind.ROSTER, index: 3n, payload: encodeRoster([member.address]) });
+    writer.enqueue(data(utf8("c"), 9n));
     writer.beginSession(filled(4));
     const frames = written(writer).filter((outgoing) => outgoing.kind !== Kind.AUTH);
     const verdicts = frames.map((outgoing) => admission.onBroadcast(outgoing.signed.broadcast));
-    expect(hex((verdicts[0] as DataVerdict).next)).toBe(hex(frames[2]!.address));
-    expect(hex((verdicts[1] as { next?: Uint8Array }).next)).toBe(hex(frames[3]!.address));
-    // And the prediction is the formula of the brief, independent of the outbox.
-    const topicS = keccak256(TOPIC, filled(4));
-    expect(hex((verdicts[2] as DataVerdict).next)).toBe(hex(socAddress(keccak256(topicS, Uint8Array.of(0, 0, 0, 0, 0, 0, 0, 9)), admin.address)));
+    expect(verdicts.map((verdict) => verdict.type)).toEqual(["data", "roster", "data", "roster", "data"]);
+    expect(nextOf(verdicts[0]!), "DATA 7 → DATA 8").toEqual(whereItIs(frames[2]!));
+    expect(nextOf(verdicts[1]!), "ROSTER 2 → ROSTER 3").toEqual(whereItIs(frames[3]!));
+    expect(nextOf(verdicts[2]!), "DATA 8 → DATA 9").toEqual(whereItIs(frames[4]!));
+    // The formula from BPS.md, independent of the library's chunk-id code.
+    expect(nextOf(verdicts[4]!)).toEqual({ index: 10n, address: sessionFeedAddress(new Uint8Array(0), filled(4), 10n, admin.address) });
+    const rosterPrefix = Uint8Array.of(...utf8("bps-service:v1"), Kind.ROSTER);
+    expect(nextOf(verdicts[3]!)).toEqual({ index: 4n, address: sessionFeedAddress(rosterPrefix, filled(4), 4n, admin.address) });
   });
 
-  it("under implicit FEED_TOPIC is the next feed update's address; other implicit bindings have none", () => {
+  it("follows the frame's own challenge: a publisher that reconnects signs its next update elsewhere", () => {
+    const admission = new Admission(explicit);
+    const writer = outbox(explicit, admin);
+    writer.enqueue(data(utf8("a"), 0n));
+    writer.beginSession(filled(1));
+    const before = admission.onBroadcast(written(writer).at(-1)!.signed.broadcast);
+    writer.enqueue(data(utf8("b"), 1n));
+    writer.beginSession(filled(2));
+    const after = written(writer).at(-1)!;
+    expect(nextOf(before)!.index).toBe(after.index);
+    expect(nextOf(before)!.address, "predicted on the old stream").not.toBe(toHex(after.address));
+    expect(asData(admission.onBroadcast(after.signed.broadcast)).gap, "consecutive: no gap").toBeUndefined();
+  });
+
+  it("under ALL is on the member's own session feed", () => {
+    const chat = spec(admin, TopicBinding.MNEMONIC, { all: true });
+    const admission = new Admission(chat);
+    const writer = outbox(chat, member);
+    writer.enqueue(data(utf8("a"), 50n));
+    writer.enqueue(data(utf8("b"), 51n));
+    writer.beginSession(filled(6));
+    const frames = written(writer);
+    expect(frames.map((frame) => frame.kind), "no claim under ALL").toEqual([Kind.DATA, Kind.DATA]);
+    expect(nextOf(admission.onBroadcast(frames[0]!.signed.broadcast))).toEqual(whereItIs(frames[1]!));
+    expect(nextOf(admission.onBroadcast(frames[1]!.signed.broadcast))).toEqual({
+      index: 52n,
+      address: sessionFeedAddress(new Uint8Array(0), filled(6), 52n, member.address),
+    });
+  });
+
+  it("under implicit FEED_TOPIC is the next feed update; other implicit bindings have none", () => {
     const cohort = spec(undefined, TopicBinding.FEED_TOPIC);
     const admission = new Admission(cohort);
     const writer = outbox(cohort, member);
@@ -350,10 +396,40 @@ describe("next address", () => {
     writer.enqueue(data(utf8("b"), 31n));
     writer.beginSession(filled(0));
     const frames = written(writer);
-    const first = asData(admission.onBroadcast(frames[0]!.signed.broadcast));
-    expect(hex(first.next)).toBe(hex(frames[1]!.address));
-    expect(hex(first.next)).toBe(hex(socAddress(feedId(TOPIC, 31n), member.address)));
+    const first = admission.onBroadcast(frames[0]!.signed.broadcast);
+    expect(nextOf(first)).toEqual(whereItIs(frames[1]!));
+    expect(nextOf(first)).toEqual({ index: 31n, address: toHex(keccak256(keccak256(TOPIC, be64(31n)), member.address)) });
     const mnemonic = new Admission(spec(undefined, TopicBinding.MNEMONIC));
     expect(asData(mnemonic.onBroadcast(signImplicit(member, feedId(TOPIC, 0n), undefined, utf8("x")).broadcast))).not.toHaveProperty("next");
+    const gsocId = filled(7);
+    const anchor = new Admission(makeSpec({ topic: socAddress(gsocId, member.address), binding: TopicBinding.ANCHOR }));
+    expect(asData(anchor.onBroadcast(signImplicit(member, gsocId, undefined, utf8("y")).broadcast))).not.toHaveProperty("next");
+  });
+
+  it("stops before 2^64-1, which no publisher may use (D13), and EOS has none", () => {
+    const admission = new Admission(explicit);
+    const frame = (kind: Kind.DATA | Kind.ROSTER, index: bigint) =>
+      signBroadcast(admin, kind, TOPIC, filled(3), index, kind === Kind.ROSTER ? encodeRoster([]) : utf8("m")).broadcast;
+    expect(nextOf(admission.onBroadcast(frame(Kind.DATA, MAX - 2n)))?.index).toBe(MAX - 1n);
+    expect(asData(admission.onBroadcast(frame(Kind.DATA, MAX - 1n)))).not.toHaveProperty("next");
+    expect(nextOf(admission.onBroadcast(frame(Kind.ROSTER, MAX - 2n)))?.index).toBe(MAX - 1n);
+    const last = admission.onBroadcast(frame(Kind.ROSTER, MAX - 1n));
+    expect(last.type).toBe("roster");
+    expect(last).not.toHaveProperty("next");
+    expect(admission.onBroadcast(signBroadcast(admin, Kind.EOS, TOPIC, filled(3), 0n, new Uint8Array(0)).broadcast)).toEqual({ type: "eos" });
+    const feed = new Admission(spec(undefined, TopicBinding.FEED_TOPIC));
+    expect(nextOf(feed.onBroadcast(signImplicit(member, feedId(TOPIC, MAX - 2n), MAX - 2n, utf8("u")).broadcast))?.index).toBe(MAX - 1n);
+    expect(asData(feed.onBroadcast(signImplicit(member, feedId(TOPIC, MAX - 1n), MAX - 1n, utf8("v")).broadcast))).not.toHaveProperty("next");
+  });
+
+  it("after a gap is the update after the one that arrived; a first frame is never a gap", () => {
+    const admission = new Admission(explicit);
+    const frame = (index: bigint) => signBroadcast(admin, Kind.DATA, TOPIC, filled(5), index, utf8("m")).broadcast;
+    const first = asData(admission.onBroadcast(frame(1000n)));
+    expect(first.gap, "a publisher's first frame, at any index").toBeUndefined();
+    expect(first.next?.index).toBe(1001n);
+    const skipped = asData(admission.onBroadcast(frame(1005n)));
+    expect(skipped.gap).toEqual({ expected: 1001n, got: 1005n });
+    expect(nextOf(skipped)).toEqual({ index: 1006n, address: sessionFeedAddress(new Uint8Array(0), filled(5), 1006n, admin.address) });
   });
 });
