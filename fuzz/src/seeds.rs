@@ -1,7 +1,8 @@
 //! The seed corpus: the golden frames of `proto/tests/golden.rs`, the Join examples of
 //! `proto/tests/join_validation.rs` and bee's vectors of `verify/tests/bee_vectors.rs`,
 //! each in its target's input layout, plus the boundary cases those tests pin (oversize and
-//! overlong length varints, the 105- and 4201-byte SOC bounds, the dispersed-replicas rule).
+//! overlong length varints, the 105- and 4201-byte SOC bounds, the dispersed-replicas rule);
+//! for the state machine, fixed pseudo-random choice streams of growing length.
 //!
 //! Owns: [`all`]. Never: writes files (`examples/seed_corpus.rs` does), or anything large:
 //! the biggest seed is one full-size frame, so the committed corpus stays small.
@@ -52,6 +53,7 @@ pub fn all() -> Vec<Seed> {
         soc(),
         roster(),
         keccak_bmt(),
+        machine(),
     ]
     .concat()
 }
@@ -477,4 +479,44 @@ fn keccak_bmt() -> Vec<Seed> {
             bmt_input::encode(4096, &pattern),
         ),
     ]
+}
+
+/// The `machine` target's seeds: its input is a challenge seed and two bytes per choice, and
+/// no golden test pins a choice stream, so these are fixed pseudo-random streams (splitmix64
+/// of the seed's number) of 4 to 256 choices, long enough to reach Joins, claims, frames,
+/// verifications and closes from the start.
+fn machine() -> Vec<Seed> {
+    const NAMES: [&str; 8] = [
+        "choices-28",
+        "choices-60",
+        "choices-92",
+        "choices-124",
+        "choices-156",
+        "choices-188",
+        "choices-220",
+        "choices-252",
+    ];
+    NAMES
+        .iter()
+        .zip(0_u64..)
+        .map(|(name, number)| {
+            let bytes = 64 * (usize::try_from(number).expect("a small number") + 1);
+            seed("machine", name, splitmix_bytes(number, bytes))
+        })
+        .collect()
+}
+
+/// `bytes` bytes of the splitmix64 stream started at `state`.
+fn splitmix_bytes(mut state: u64, bytes: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes);
+    while out.len() < bytes {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut mixed = state;
+        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        mixed ^= mixed >> 31;
+        out.extend_from_slice(&mixed.to_le_bytes());
+    }
+    out.truncate(bytes);
+    out
 }

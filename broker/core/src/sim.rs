@@ -331,6 +331,12 @@ impl<C: Choices> Simulation<C> {
         }
     }
 
+    /// Verifications the machine asked for and the simulation has not answered yet.
+    #[must_use]
+    pub fn verifications_pending(&self) -> usize {
+        self.verifications.len()
+    }
+
     /// The choice source (the fuzz target asks it whether its input is used up).
     pub fn choices(&self) -> &C {
         &self.rng
@@ -552,18 +558,30 @@ impl<C: Choices> Simulation<C> {
         let count = self.pick(self.verifications.len() + 1);
         for _ in 0..count {
             let position = self.pick(self.verifications.len());
-            let (ticket, request) = self.verifications.swap_remove(position);
-            let id: Hash = request.chunk[..32].try_into().expect("chunk has an id");
-            let result = match (self.genuine.get(&request.chunk), request.expect) {
-                (Some(owner), Expect::At { owner: expected }) if *owner == expected => {
-                    Ok(verified(id, *owner))
-                }
-                (Some(owner), Expect::Implicit { .. }) => Ok(verified(id, *owner)),
-                _ => Err(VerifyError::Soc(SocError::TooShort { len: 0, min: 105 })),
-            };
-            self.machine.on_verified(self.now, ticket, result);
-            self.drain();
+            self.answer_verification(position);
         }
+    }
+
+    /// Answers every outstanding verification, oldest first: at the end the choices may
+    /// be used up (fuzz input), and a choice of "none this time" must not loop forever.
+    fn answer_every_verification(&mut self) {
+        while !self.verifications.is_empty() {
+            self.answer_verification(0);
+        }
+    }
+
+    fn answer_verification(&mut self, position: usize) {
+        let (ticket, request) = self.verifications.swap_remove(position);
+        let id: Hash = request.chunk[..32].try_into().expect("chunk has an id");
+        let result = match (self.genuine.get(&request.chunk), request.expect) {
+            (Some(owner), Expect::At { owner: expected }) if *owner == expected => {
+                Ok(verified(id, *owner))
+            }
+            (Some(owner), Expect::Implicit { .. }) => Ok(verified(id, *owner)),
+            _ => Err(VerifyError::Soc(SocError::TooShort { len: 0, min: 105 })),
+        };
+        self.machine.on_verified(self.now, ticket, result);
+        self.drain();
     }
 
     fn close(&mut self) {
@@ -893,18 +911,14 @@ impl<C: Choices> Simulation<C> {
 
     /// Everyone leaves and every verification returns: nothing may be left behind.
     pub fn finish(&mut self) {
-        while !self.verifications.is_empty() {
-            self.answer_verifications();
-        }
+        self.answer_every_verification();
         while let Some(stream) = self.live.ids.last().copied() {
             self.streams.get_mut(&stream).expect("live").live = false;
             self.live.remove(stream);
             self.machine.on_closed(self.now, stream, ClosedBy::Peer);
             self.drain();
         }
-        while !self.verifications.is_empty() {
-            self.answer_verifications();
-        }
+        self.answer_every_verification();
         self.check();
         assert!(
             self.held.values().all(|held| *held == 0),

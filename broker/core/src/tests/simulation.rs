@@ -5,7 +5,7 @@
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::sim::{COUNTERS_REACHED, Simulation};
+use crate::sim::{COUNTERS_REACHED, InputChoices, Simulation};
 
 fn run(seed: u64, steps: u64) {
     eprintln!("simulation seed {seed}, {steps} steps (replay with BPS_SIM_SEED={seed})");
@@ -42,4 +42,23 @@ fn seeded_simulation_keeps_every_invariant() {
             }
         }
     }
+}
+
+/// Fuzz target `machine` found this: once the input's choices are used up every choice is
+/// 0, and `finish` answered "none this time" to pending verifications forever.
+#[test]
+fn finish_answers_every_verification_when_the_choices_are_used_up() {
+    let input =
+        include_bytes!("../../../../fuzz/corpus/machine/regression-finish-with-choices-used-up");
+    let (seed, choices) = input.split_at(8);
+    let seed = u64::from_le_bytes(seed.try_into().expect("8 seed bytes"));
+    let mut sim = Simulation::new(InputChoices::new(choices), seed);
+    while !sim.choices().exhausted() {
+        sim.step();
+    }
+    assert!(
+        sim.verifications_pending() > 0,
+        "the input leaves verifications pending at the end"
+    );
+    sim.finish();
 }
