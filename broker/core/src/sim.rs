@@ -9,7 +9,9 @@
 //! to live streams of the cohort; history backlogs (D11) hold only frames accepted before
 //! them, and every stream receives its DATA (backlogs and live deliveries together) in
 //! acceptance order, none twice: a backlog comes before the live frames that follow its
-//! entry into the fan-out set, and nothing is duplicated at that seam; history rings stay
+//! entry into the fan-out set, and nothing is lost or duplicated at that seam (a stream that
+//! entered with a backlog gets every later DATA of other identities while it stays in the
+//! set); history rings stay
 //! within their bounds; only OK, FULL and REJECTED are sent (R5); every counter
 //! equals the events it counts; every bound holds (R29, R30, R31, R33); timers are never in
 //! the past and stay bounded; and **exactly one `Consumed` per frame fed** (the read-window
@@ -223,6 +225,10 @@ struct SimStream {
     received: HashSet<Bytes>,
     /// The acceptance position of the last DATA it received whose position is known.
     last_position: Option<u64>,
+    /// It received a backlog and no ROSTER has been delivered in its cohort since: it is in
+    /// the fan-out set (short of closing, only a roster moves a stream out of it), so every
+    /// later DATA of another identity must reach it (nothing lost at the seam).
+    entered_by_backlog: bool,
 }
 
 /// The attached streams, for picking one at random in O(1).
@@ -384,6 +390,7 @@ impl<C: Choices> Simulation<C> {
                 last_body: None,
                 received: HashSet::new(),
                 last_position: None,
+                entered_by_backlog: false,
             },
         );
         self.machine.on_join(
@@ -690,6 +697,7 @@ impl<C: Choices> Simulation<C> {
                 self.observed.deliveries += targets.len() as u64;
                 let receivers: Vec<StreamId> = targets.iter().collect();
                 self.check_published(&frame, &receivers, Receipt::Live);
+                self.check_seam(&frame, &receivers);
             }
             Action::Backlog { stream, frames } => {
                 assert!(!frames.is_empty(), "an empty backlog");
@@ -703,6 +711,10 @@ impl<C: Choices> Simulation<C> {
                 for delivered in &frames {
                     self.check_published(&delivered.frame, &[stream], Receipt::Backlog);
                 }
+                self.streams
+                    .get_mut(&stream)
+                    .expect("a backlog to a stream that joined")
+                    .entered_by_backlog = true;
             }
             Action::Verify { ticket, request } => {
                 self.observed.verifies += 1;
@@ -787,6 +799,39 @@ impl<C: Choices> Simulation<C> {
                      frames of the same entry, or out of order)"
                 );
                 sim.last_position = Some(position);
+            }
+        }
+    }
+
+    /// D11's seam: a live DATA reaches every stream that entered the fan-out set with a
+    /// backlog and is still there, except the publishing identity's (R25); a live ROSTER may
+    /// move streams out of the set, so it ends what is known of theirs.
+    fn check_seam(&mut self, frame: &Bytes, receivers: &[StreamId]) {
+        let body = body_of(frame);
+        let broadcast =
+            bps_proto::decode_broadcast(body.clone()).expect("a delivery is a Broadcast");
+        let spec = self.streams[&self.sender[&body]].spec;
+        let in_cohort = |sim: &SimStream| sim.live && sim.spec == spec && sim.entered_by_backlog;
+        if broadcast.kind == Kind::Roster as i32 {
+            for stream in &self.live.ids {
+                let sim = self.streams.get_mut(stream).expect("a live stream joined");
+                if in_cohort(sim) {
+                    sim.entered_by_backlog = false;
+                }
+            }
+            return;
+        }
+        if broadcast.kind != Kind::Data as i32 {
+            return;
+        }
+        let owner = self.genuine[&broadcast.soc];
+        for stream in &self.live.ids {
+            let sim = &self.streams[stream];
+            if in_cohort(sim) && sim.addr != owner {
+                assert!(
+                    receivers.contains(stream),
+                    "a DATA accepted after a stream's backlog missed it (lost at the seam)"
+                );
             }
         }
     }

@@ -5,7 +5,8 @@
 //! its stderr kept for failure messages), metric polling with deadlines, [`Raw`] (a
 //! hand-driven TCP stream for frames the client library cannot express: malformed Joins,
 //! garbage, oversize length prefixes, another source address, a small receive buffer), and
-//! small helpers around `bps_bench`'s `Session`, `Publisher` and `Subscriber`.
+//! small helpers around `bps_bench`'s `Session`, `Publisher` and `Subscriber`; the `bps`
+//! terminal client as a child process is in [`cli`].
 //!
 //! Never: reaches into the broker's internals. Everything goes through the wire and the
 //! admin HTTP endpoints, as an operator or a foreign client would.
@@ -30,6 +31,7 @@ use bps_proto::{
 use bps_verify::SigningKey;
 use bytes::{Bytes, BytesMut};
 
+pub mod cli;
 pub mod ws;
 
 /// Upper bound for anything that must happen (a frame arriving, a counter moving, a close).
