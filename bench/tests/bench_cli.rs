@@ -129,6 +129,24 @@ fn pubsub_against_the_sink_delivers_everything_and_exit_codes_follow_the_slo() {
 }
 
 #[test]
+fn sign_ahead_signs_during_the_run_and_every_frame_still_verifies_and_arrives() {
+    let sink = SinkProcess::start();
+    let json = json_path("sign-ahead");
+    let (code, report) = pubsub(&sink.address, &json, &["--sign-ahead", "8"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["loss"], 0.0, "{report:#}");
+    assert_eq!(report["invalid"], 0, "{report:#}");
+    assert_eq!(report["published"], 100, "200 msg/s for 0.5 s");
+    assert_eq!(report["delivered"], 200, "to both subscribers");
+    // Only the first 8 of the run's ~200 messages were signed before it started; the one
+    // verifying subscriber checked the rest, signed by the feed, end to end.
+    assert_eq!(report["generator"]["presigned"], 8, "{report:#}");
+    assert_eq!(report["verification"]["verifying_subscribers"], 1);
+    assert_eq!(report["verification"]["byte_checked_subscribers"], 0);
+    assert_eq!(report["verification"]["stamp_only_subscribers"], 1);
+}
+
+#[test]
 fn bad_input_exits_2_with_the_argument_named() {
     for (args, needle) in [
         (vec!["--slo", "p99=fast"], "error: --slo:"),

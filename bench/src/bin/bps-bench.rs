@@ -154,6 +154,11 @@ struct LoadArgs {
     /// Closed loop: messages presigned per publisher (the run ends early if they run out).
     #[arg(long, default_value = "20000", value_name = "N")]
     presign: u64,
+    /// Open loop: sign during the run, at most this many frames ahead of each publisher,
+    /// instead of every message before it starts (0), so a long run (a soak) holds a
+    /// bounded number of frames; the reading subscribers then check stamps, not bytes.
+    #[arg(long, default_value = "0", value_name = "FRAMES")]
+    sign_ahead: u64,
     /// Closed loop: messages a cohort's publishers may be ahead of its average subscriber
     /// (shared among them, at least 1 each), so the offered load is what the server
     /// delivers without dropping (0: unbounded).
@@ -478,6 +483,7 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
         threads,
         cpus,
         presign: args.presign.max(1),
+        sign_ahead: args.sign_ahead,
         window: args.window,
         quiet: args.output.quiet,
     };

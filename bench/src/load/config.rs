@@ -191,6 +191,10 @@ pub struct LoadConfig {
     pub cpus: Vec<usize>,
     /// Closed loop: messages presigned per publisher (the run ends early if they run out).
     pub presign: u64,
+    /// Open loop, BPS: sign during the run, at most this many frames ahead of each
+    /// publisher's sender, instead of every message before `t0` (0); a run of any length
+    /// then holds this many frames per publisher. Readers check stamps, not bytes.
+    pub sign_ahead: u64,
     /// Closed loop: messages a cohort's publishers may be ahead of its average subscriber,
     /// shared among them (0: unbounded, only TCP pushes back).
     pub window: u64,
@@ -210,6 +214,14 @@ impl LoadConfig {
     /// Whether the publishers run closed loop.
     pub fn closed_loop(&self) -> bool {
         !(self.rate.is_finite() && self.rate > 0.0)
+    }
+
+    /// Whether BPS frames are signed during the run ([`LoadConfig::sign_ahead`]).
+    pub fn signs_ahead(&self) -> bool {
+        self.sign_ahead > 0
+            && !self.closed_loop()
+            && self.mode.publishes()
+            && self.mode != Mode::Nats
     }
 
     /// Subscribers per cohort that verify end to end (none over NATS, which carries opaque
@@ -300,6 +312,7 @@ mod tests {
             threads: 1,
             cpus: Vec::new(),
             presign: 1,
+            sign_ahead: 0,
             window: 0,
             quiet: true,
         }

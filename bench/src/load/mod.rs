@@ -9,6 +9,7 @@
 //! - [`stamp`]: the publisher/sequence/intended-time stamp inside every payload;
 //! - [`schedule`]: the open-loop schedule `t0 + k / rate` and the clock;
 //! - [`presign`]: signing every message before `t0` on every core;
+//! - [`sign_feed`]: or, for long open-loop runs, signing a bounded distance ahead;
 //! - [`sender`]: the publisher threads that pace and write;
 //! - [`receiver`]: the epoll receive loop that checks and times deliveries, or counts them;
 //! - [`byte_counter`]: deliveries counted from bytes discarded in the kernel (`MSG_TRUNC`);
@@ -48,6 +49,7 @@ pub mod run;
 pub mod schedule;
 pub mod sender;
 pub mod shared;
+pub mod sign_feed;
 pub mod sink;
 pub mod slo;
 pub mod stamp;

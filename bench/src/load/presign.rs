@@ -78,6 +78,16 @@ fn sign_range(
     end: u64,
     payload: &(dyn Fn(u64) -> Vec<u8> + Sync),
 ) -> Result<Vec<Bytes>, PublishError> {
+    let mut publisher = session_publisher(job, start)?;
+    let mut frames = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
+    for sequence in start..end {
+        frames.extend(sign_next(&mut publisher, payload(sequence))?);
+    }
+    Ok(frames)
+}
+
+/// A publisher in `job`'s live session whose next DATA frame is sequence `start`.
+pub(crate) fn session_publisher(job: &SignJob<'_>, start: u64) -> Result<Publisher, PublishError> {
     let config = PublisherConfig {
         data_index_start: job.base_index + start,
         ..PublisherConfig::default()
@@ -91,15 +101,22 @@ fn sign_range(
         publisher.next_frame()?;
         publisher.mark_sent();
     }
-    let mut frames = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
-    for sequence in start..end {
-        publisher.enqueue_data(payload(sequence))?;
-        if let Some(outgoing) = publisher.next_frame()? {
-            publisher.mark_sent();
-            frames.push(outgoing.signed.frame);
-        }
+    Ok(publisher)
+}
+
+/// Signs the next DATA frame of `publisher` around `payload`; the encoded frame.
+pub(crate) fn sign_next(
+    publisher: &mut Publisher,
+    payload: Vec<u8>,
+) -> Result<Option<Bytes>, PublishError> {
+    publisher.enqueue_data(payload)?;
+    let signed = publisher
+        .next_frame()?
+        .map(|outgoing| outgoing.signed.frame);
+    if signed.is_some() {
+        publisher.mark_sent();
     }
-    Ok(frames)
+    Ok(signed)
 }
 
 /// The time to sign one message of `size` payload bytes on one core (a few samples with a

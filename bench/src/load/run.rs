@@ -9,7 +9,8 @@
 //! 3. every message of the run is signed under its stream's challenge ([`presign`]), the
 //!    open-loop `t0` placed after the estimated signing time; the warm-up absorbs any
 //!    error of the estimate, and a run whose signing ran past the warm-up fails rather
-//!    than measure a burst;
+//!    than measure a burst; with `--sign-ahead` (open loop) only the first frames are
+//!    signed before `t0` and a [`SignFeed`] per publisher signs the rest during the run;
 //! 4. each subscriber gets its reader ([`LoadConfig::check_of`]: verify, compare, or count
 //!    bytes against the run's one frame length) and, under publishers ALL, each publisher
 //!    stream a counting reader too; receiving threads (one per CPU, epoll) and sending
@@ -33,7 +34,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bps_proto::{Hash, Status};
+use bps_proto::{Hash, Spec, Status};
+use bps_verify::SigningKey;
 use bytes::{Bytes, BytesMut};
 
 use crate::load::config::{CheckKind, LoadConfig, Mode};
@@ -48,6 +50,7 @@ use crate::load::report::{
 use crate::load::schedule::{Schedule, now_ns};
 use crate::load::sender::{self, SendOutcome, SendTask, Source};
 use crate::load::shared::{PublisherShared, Shared};
+use crate::load::sign_feed::{FeedJob, SignFeed};
 use crate::load::stamp::{Stamp, payload};
 use bps_client::publisher::{Publisher, PublisherConfig, Role};
 use bps_client::subscriber::Subscriber;
@@ -155,7 +158,13 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     let publishers = plan.publisher_count().max(1) as u64;
     let open_count =
         ((config.warmup + config.duration).as_secs_f64() * config.rate).ceil() as u64 + 1;
-    let count = if closed { config.presign } else { open_count };
+    // A feed signs during the run; only its first frames are signed before t0.
+    let feeds = config.signs_ahead();
+    let count = match (closed, feeds) {
+        (true, _) => config.presign,
+        (false, true) => open_count.min(config.sign_ahead),
+        (false, false) => open_count,
+    };
     let signs = wire == Wire::Bps && config.mode.publishes();
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
     let t0 = if closed || !signs {
@@ -249,7 +258,7 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
                 PublisherShared {
                     cohort: publisher.cohort,
                     base_index: (config.mode == Mode::Pubsub).then_some(base_index),
-                    frames: if config.mode == Mode::Pubsub {
+                    frames: if config.mode == Mode::Pubsub && !feeds {
                         frames
                     } else {
                         Vec::new()
@@ -300,7 +309,7 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
         .map_err(failed("spawning a receiver"))?;
     let tasks: Vec<SendTask> = joined
         .into_iter()
-        .map(|publisher| {
+        .map(|publisher| -> Result<SendTask, RunError> {
             let source = if wire == Wire::Nats {
                 Source::Nats {
                     subject: plan.nats_subject(publisher.cohort),
@@ -309,14 +318,20 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
                     cohort: publisher.cohort,
                 }
             } else {
-                Source::Presigned(Arc::new(
-                    frames_by_publisher
-                        .get_mut(publisher.global as usize)
-                        .map(std::mem::take)
-                        .unwrap_or_default(),
-                ))
+                let frames = frames_by_publisher
+                    .get_mut(publisher.global as usize)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                if feeds {
+                    let schedule = schedule_of(publisher.global);
+                    Source::Fed(start_feed(
+                        config, &plan, &publisher, schedule, base_index, open_count, frames,
+                    )?)
+                } else {
+                    Source::Presigned(Arc::new(frames))
+                }
             };
-            SendTask {
+            Ok(SendTask {
                 publisher: publisher.global,
                 stream: publisher.stream,
                 source,
@@ -325,9 +340,9 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
                 deadline_ns: deadline,
                 cohort: publisher.cohort,
                 window: config.window,
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     let send_threads = config.send_threads.clamp(1, tasks.len().max(1));
     let mut per_thread: Vec<Vec<SendTask>> = (0..send_threads).map(|_| Vec::new()).collect();
     for (at, task) in tasks.into_iter().enumerate() {
@@ -575,7 +590,8 @@ fn require_loopback(target: &str) -> Result<(), RunError> {
     Ok(())
 }
 
-/// Signs every message of one publisher (module docs, step 3).
+/// Signs every message of one publisher (module docs, step 3), or with a feed its first
+/// `count`.
 fn sign_publisher(
     config: &LoadConfig,
     plan: &Plan,
@@ -585,6 +601,52 @@ fn sign_publisher(
     count: u64,
     workers: usize,
 ) -> Result<Vec<Bytes>, RunError> {
+    let (spec, key) = publisher_key(plan, publisher)?;
+    let job = SignJob {
+        spec,
+        key,
+        challenge: publisher.challenge,
+        base_index,
+        count,
+    };
+    presign(&job, workers, &stamped(config, publisher, schedule))
+        .map_err(|error| RunError::Failed(format!("presigning: {error}")))
+}
+
+/// Starts the feed that signs the rest of one publisher's `count` messages during the run,
+/// after its `presigned` first ones.
+fn start_feed(
+    config: &LoadConfig,
+    plan: &Plan,
+    publisher: &JoinedPublisher,
+    schedule: Schedule,
+    base_index: u64,
+    count: u64,
+    presigned: Vec<Bytes>,
+) -> Result<SignFeed, RunError> {
+    let (spec, key) = publisher_key(plan, publisher)?;
+    let job = FeedJob {
+        spec,
+        key: key.clone(),
+        challenge: publisher.challenge,
+        base_index,
+        count,
+    };
+    let ahead = usize::try_from(config.sign_ahead).unwrap_or(usize::MAX);
+    SignFeed::start(
+        job,
+        presigned,
+        ahead,
+        Box::new(stamped(config, publisher, schedule)),
+    )
+    .map_err(failed("spawning a signing thread"))
+}
+
+/// The cohort spec and key of one joined publisher.
+fn publisher_key<'a>(
+    plan: &'a Plan,
+    publisher: &JoinedPublisher,
+) -> Result<(Spec, &'a SigningKey), RunError> {
     let cohort = plan
         .cohorts
         .get(publisher.cohort as usize)
@@ -595,24 +657,25 @@ fn sign_publisher(
         .find(|plan| plan.global == publisher.global)
         .map(|plan| &plan.key)
         .ok_or_else(|| RunError::Failed(format!("no publisher {}", publisher.global)))?;
-    let job = SignJob {
-        spec: cohort.spec,
-        key,
-        challenge: publisher.challenge,
-        base_index,
-        count,
-    };
-    let (global, cohort_index, size) = (publisher.global, publisher.cohort, config.size);
-    presign(&job, workers, &|sequence| {
+    Ok((cohort.spec, key))
+}
+
+/// The payload of one publisher's message by sequence: its stamp, intended time included.
+fn stamped(
+    config: &LoadConfig,
+    publisher: &JoinedPublisher,
+    schedule: Schedule,
+) -> impl Fn(u64) -> Vec<u8> + Send + Sync + 'static {
+    let (global, cohort, size) = (publisher.global, publisher.cohort, config.size);
+    move |sequence| {
         let stamp = Stamp {
             publisher: global,
             sequence,
             intended_ns: schedule.intended_ns(sequence).unwrap_or(0),
-            cohort: cohort_index,
+            cohort,
         };
         payload(&stamp, size)
-    })
-    .map_err(|error| RunError::Failed(format!("presigning: {error}")))
+    }
 }
 
 /// The one frame length of each cohort's presigned frames (what counting streams divide
@@ -690,7 +753,7 @@ fn verification_of(
     for subscriber in subscribers {
         match (subscriber.kind, wire, config.mode) {
             (CheckKind::Verify, _, _) => verification.verifying_subscribers += 1,
-            (CheckKind::Compare, Wire::Bps, Mode::Pubsub) => {
+            (CheckKind::Compare, Wire::Bps, Mode::Pubsub) if !config.signs_ahead() => {
                 verification.byte_checked_subscribers += 1
             }
             (CheckKind::Compare, _, _) => verification.stamp_only_subscribers += 1,
@@ -752,7 +815,11 @@ fn build_buckets(
             .ok_or_else(|| RunError::Failed(format!("no cohort {}", subscriber.cohort)))?;
         let check = match (subscriber.kind, wire) {
             (CheckKind::Verify, _) => Check::Verify(Box::new(Subscriber::new(cohort.spec))),
-            (CheckKind::Compare, Wire::Bps) if config.mode == Mode::Pubsub => Check::Bytes,
+            (CheckKind::Compare, Wire::Bps)
+                if config.mode == Mode::Pubsub && !config.signs_ahead() =>
+            {
+                Check::Bytes
+            }
             (CheckKind::Compare, _) => Check::Stamp,
             (CheckKind::Count, Wire::Bps) => Check::Count {
                 frame_bytes: frame_of(subscriber.cohort)?,

@@ -17,7 +17,8 @@
 //! are skipped rather than sent in one burst: they are never measured, a burst would only
 //! measure the generator, and DATA index gaps are allowed (R27).
 //!
-//! Never: signs (that happened before `t0`), verifies, or reconnects.
+//! Never: signs (that happened before `t0`, or happens on a [`SignFeed`]'s own thread),
+//! verifies, or reconnects.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -32,6 +33,7 @@ use crate::load::latency::{Latency, LatencySummary};
 use crate::load::poller::{PollSet, tighten_timer_slack};
 use crate::load::schedule::{Schedule, now_ns};
 use crate::load::shared::Shared;
+use crate::load::sign_feed::SignFeed;
 use crate::load::stamp::{Stamp, payload};
 use crate::load::thread_cpu::{CpuMeter, ThreadCpu};
 
@@ -56,10 +58,12 @@ const WINDOW_WAIT: Duration = Duration::from_micros(50);
 const WINDOW_WAIT_MAX: Duration = Duration::from_millis(1);
 
 /// Where message bytes come from.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Source {
     /// BPS: frames signed before the run, by sequence.
     Presigned(Arc<Vec<Bytes>>),
+    /// BPS: frames signed during the run, a bounded distance ahead (`--sign-ahead`).
+    Fed(SignFeed),
     /// NATS: `PUB <subject> <size>\r\n<payload>\r\n`, stamped at write time.
     Nats {
         /// The cohort's subject.
@@ -78,18 +82,22 @@ impl Source {
     fn limit(&self) -> Option<u64> {
         match self {
             Self::Presigned(frames) => Some(frames.len() as u64),
+            Self::Fed(feed) => Some(feed.count()),
             Self::Nats { .. } => None,
         }
     }
 
     /// Appends message `sequence` to `out`; `stamp_ns` is its intended (open loop) or
-    /// actual (closed loop, NATS only) send time.
-    fn append(&self, sequence: u64, stamp_ns: u64, out: &mut Vec<u8>) {
+    /// actual (closed loop, NATS only) send time. Fails when a feed stopped signing.
+    fn append(&self, sequence: u64, stamp_ns: u64, out: &mut Vec<u8>) -> io::Result<()> {
         match self {
             Self::Presigned(frames) => {
                 if let Some(frame) = usize::try_from(sequence).ok().and_then(|at| frames.get(at)) {
                     out.extend_from_slice(frame);
                 }
+            }
+            Self::Fed(feed) => {
+                out.extend_from_slice(&feed.frame(sequence).map_err(io::Error::other)?)
             }
             Self::Nats {
                 subject,
@@ -109,6 +117,7 @@ impl Source {
                 out.extend_from_slice(b"\r\n");
             }
         }
+        Ok(())
     }
 }
 
@@ -382,7 +391,7 @@ impl Lane {
         }
         let total = self.total();
         if self.pending.is_empty() {
-            self.fill(now, total, shared);
+            self.fill(now, total, shared)?;
         }
         if self.pong {
             self.pending.extend_from_slice(b"PONG\r\n");
@@ -421,7 +430,7 @@ impl Lane {
     }
 
     /// Appends the messages due now (at most one batch) to `pending`.
-    fn fill(&mut self, now: u64, total: u64, shared: &Shared) {
+    fn fill(&mut self, now: u64, total: u64, shared: &Shared) -> io::Result<()> {
         let task = &self.task;
         let target = match task.schedule {
             Schedule::Open { .. } => task.schedule.due(now).unwrap_or(0).min(total),
@@ -453,10 +462,11 @@ impl Lane {
                     now
                 }
             };
-            task.source.append(sequence, stamp_ns, &mut self.pending);
+            task.source.append(sequence, stamp_ns, &mut self.pending)?;
         }
         Shared::add(&shared.published, batch_end.saturating_sub(self.next));
         self.next = self.next.max(batch_end);
+        Ok(())
     }
 
     fn write_pending(&mut self) -> io::Result<()> {
