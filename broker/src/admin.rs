@@ -57,6 +57,22 @@ pub const REQUEST_HEAD_DEADLINE: Duration = Duration::from_secs(2);
 /// Time a connection may live in all, from accept to the last byte of its response.
 pub const ADMIN_CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
 
+/// The two deadlines of a connection, as the server applies them.
+#[derive(Clone, Copy, Debug)]
+struct Deadlines {
+    /// From accept to a complete request head.
+    head: Duration,
+    /// From accept to the last byte of the response.
+    connection: Duration,
+}
+
+impl Deadlines {
+    const SERVED: Deadlines = Deadlines {
+        head: REQUEST_HEAD_DEADLINE,
+        connection: ADMIN_CONNECTION_DEADLINE,
+    };
+}
+
 /// `/cohortz` page size when `limit` is not given.
 pub const COHORTZ_LIMIT_DEFAULT: usize = 50;
 
@@ -153,6 +169,15 @@ impl AdminListener {
         backend: Arc<dyn AdminBackend>,
         healthz_deadline: Duration,
     ) -> io::Result<AdminServer> {
+        self.serve_with(backend, healthz_deadline, Deadlines::SERVED)
+    }
+
+    fn serve_with(
+        self,
+        backend: Arc<dyn AdminBackend>,
+        healthz_deadline: Duration,
+        deadlines: Deadlines,
+    ) -> io::Result<AdminServer> {
         let local_addr = self.listener.local_addr()?;
         self.listener.set_nonblocking(true)?;
         // SAFETY: eventfd has no memory preconditions; a negative result is checked.
@@ -194,6 +219,7 @@ impl AdminListener {
                         responses,
                         connections: HashMap::new(),
                         next_id: 0,
+                        deadlines,
                     }
                     .run();
                 })?,
@@ -310,6 +336,7 @@ struct Server {
     responses: Receiver<(u64, Vec<u8>)>,
     connections: HashMap<u64, Connection>,
     next_id: u64,
+    deadlines: Deadlines,
 }
 
 impl Server {
@@ -398,9 +425,10 @@ impl Server {
             return;
         };
         let age = connection.accepted.elapsed();
+        let deadlines = self.deadlines;
         let done = match &mut connection.phase {
             Phase::Reading { head } => match read_head(&mut connection.stream, head) {
-                HeadProgress::More if age < REQUEST_HEAD_DEADLINE => false,
+                HeadProgress::More if age < deadlines.head => false,
                 HeadProgress::More => {
                     connection.phase =
                         writing(response(408, "text/plain", &[], b"request timeout\n"));
@@ -436,7 +464,7 @@ impl Server {
                 write_some(&mut connection.stream, response, written)
             }
         };
-        if (done || age >= ADMIN_CONNECTION_DEADLINE)
+        if (done || age >= deadlines.connection)
             && let Some(connection) = self.connections.remove(&id)
         {
             close_gracefully(&connection.stream);
@@ -925,5 +953,215 @@ mod tests {
         assert!(bad.ends_with(": 1,2\n"));
         let none = String::from_utf8(healthz(&[])).unwrap_or_default();
         assert!(none.starts_with("HTTP/1.1 503 "));
+    }
+
+    /// A backend whose cores all answer and whose one cohort lists `peers` peers, so that
+    /// `/pubsub/` is larger than any socket buffer.
+    struct Answering {
+        cohorts: Vec<CohortSummary>,
+    }
+
+    impl Answering {
+        fn new(peers: usize) -> Answering {
+            let summary = CohortSummary {
+                key: "0a20".to_owned(),
+                id: "00".repeat(8),
+                topic: "00".repeat(32),
+                binding: "FEED_TOPIC".to_owned(),
+                admin: None,
+                authorship: "explicit",
+                history: false,
+                closed: false,
+                created_ms: 0,
+                last_activity_ms: 0,
+                age_ms: 0,
+                idle_ms: 0,
+                roster_entries: 0,
+                roster_cursor: 0,
+                cursors: 0,
+                dedup_entries: 0,
+                history_frames: 0,
+                history_bytes: 0,
+                subscribers: peers,
+                streams: std::collections::BTreeMap::new(),
+                peers_total: peers,
+                peers: vec!["255.255.255.255".to_owned(); peers],
+                counters: std::collections::BTreeMap::new(),
+            };
+            Answering {
+                cohorts: vec![summary],
+            }
+        }
+    }
+
+    impl AdminBackend for Answering {
+        fn ping(&self, _deadline: Duration) -> Vec<bool> {
+            vec![true]
+        }
+
+        fn cohorts(&self, _deadline: Duration) -> Option<Vec<CohortSummary>> {
+            Some(self.cohorts.clone())
+        }
+
+        fn cohort_streams(
+            &self,
+            _key: &CohortKey,
+            _offset: usize,
+            _limit: usize,
+            _deadline: Duration,
+        ) -> Option<Option<CohortStreams>> {
+            Some(None)
+        }
+
+        fn metrics(&self) -> MetricsSnapshot {
+            use crate::metrics::{BrokerGauges, CohortFigures, OtherCohorts};
+            let config = crate::config::BrokerConfig::default();
+            MetricsSnapshot {
+                driver: "epoll",
+                cores: Vec::new(),
+                protocol: Vec::new(),
+                cohorts: CohortFigures {
+                    shown: Vec::new(),
+                    other: OtherCohorts::default(),
+                },
+                broker: BrokerGauges {
+                    frame_memory_bytes: 0,
+                    frame_memory_bytes_max: 0,
+                    rss_bytes: 0,
+                    budget: crate::budget::MemoryBudget::of(&config, 1, 1, 1 << 30),
+                    heartbeats_ms: vec![0],
+                },
+            }
+        }
+
+        fn ready(&self) -> bool {
+            true
+        }
+    }
+
+    /// The deadlines of these tests: short, so that a test reaches them fast.
+    const SHORT: Deadlines = Deadlines {
+        head: Duration::from_millis(300),
+        connection: Duration::from_millis(600),
+    };
+
+    /// Guard on any one wait of these tests.
+    const GUARD: Duration = Duration::from_secs(2);
+
+    fn serve(peers: usize, deadlines: Deadlines) -> AdminServer {
+        let listener = AdminListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).expect("bind");
+        let backend: Arc<dyn AdminBackend> = Arc::new(Answering::new(peers));
+        listener
+            .serve_with(backend, GUARD, deadlines)
+            .expect("the admin server starts")
+    }
+
+    /// The status of a whole response read from `stream`.
+    fn status_of(stream: &mut TcpStream) -> Option<u16> {
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).ok()?;
+        let text = String::from_utf8_lossy(&response);
+        text.split(' ').nth(1)?.parse().ok()
+    }
+
+    fn ask_healthz(addr: SocketAddr) -> Option<u16> {
+        let mut stream = TcpStream::connect(addr).ok()?;
+        stream.set_read_timeout(Some(GUARD)).ok()?;
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+            .ok()?;
+        status_of(&mut stream)
+    }
+
+    #[test]
+    fn a_trickling_client_gets_408_at_the_head_deadline_while_healthz_answers_others() {
+        let server = serve(1, SHORT);
+        let addr = server.local_addr();
+        let mut trickler = TcpStream::connect(addr).expect("connect");
+        let accepted = Instant::now();
+        let writer = trickler.try_clone().expect("clone");
+        // A byte every 20 ms: a deadline per read would never fire.
+        let trickling = std::thread::spawn(move || {
+            let mut writer = writer;
+            let mut sent = 0;
+            while writer.write_all(b"G").is_ok() && sent < 200 {
+                sent += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        for _ in 0..5 {
+            let asked = Instant::now();
+            assert_eq!(ask_healthz(addr), Some(200));
+            assert!(asked.elapsed() < GUARD);
+        }
+        trickler.set_read_timeout(Some(GUARD)).expect("timeout");
+        assert_eq!(status_of(&mut trickler), Some(408));
+        let dropped = accepted.elapsed();
+        assert!(
+            dropped >= SHORT.head && dropped < SHORT.head + GUARD,
+            "dropped after {dropped:?}"
+        );
+        trickler
+            .shutdown(std::net::Shutdown::Both)
+            .expect("shutdown");
+        trickling.join().expect("trickler");
+    }
+
+    #[test]
+    fn a_client_that_never_reads_its_response_is_dropped_at_the_connection_deadline() {
+        // About 5 MB of JSON: more than the largest send buffer the kernel gives a socket
+        // (4 MiB, `net.ipv4.tcp_wmem`), with time to render it within the deadline.
+        let deadlines = Deadlines {
+            head: SHORT.head,
+            connection: Duration::from_millis(1500),
+        };
+        let server = serve(300_000, deadlines);
+        let addr = server.local_addr();
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        socket.connect(&addr.into()).expect("connect");
+        let mut stuck: TcpStream = socket.into();
+        let accepted = Instant::now();
+        stuck
+            .write_all(b"GET /pubsub/ HTTP/1.1\r\nHost: test\r\n\r\n")
+            .expect("request");
+        stuck.set_read_timeout(Some(GUARD)).expect("timeout");
+        let mut first = [0_u8; 1];
+        assert_eq!(stuck.peek(&mut first).ok(), Some(1), "the response started");
+        assert!(
+            accepted.elapsed() < deadlines.connection,
+            "rendered too slowly for the test"
+        );
+        assert_eq!(
+            ask_healthz(addr),
+            Some(200),
+            "answered while one client is stuck"
+        );
+        // Waits for the deadline itself, then reads what the server sent before it let go.
+        std::thread::sleep(deadlines.connection.saturating_sub(accepted.elapsed()));
+        let mut received = Vec::new();
+        let ended = stuck.read_to_end(&mut received);
+        assert!(
+            ended.is_ok()
+                || ended
+                    .as_ref()
+                    .is_err_and(|error| error.kind() == io::ErrorKind::ConnectionReset),
+            "{ended:?}"
+        );
+        let text = String::from_utf8_lossy(&received);
+        let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+        assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+        let length: usize = head
+            .lines()
+            .find_map(|line| line.strip_prefix("Content-Length: "))
+            .and_then(|length| length.parse().ok())
+            .expect("Content-Length");
+        assert!(
+            body.len() < length,
+            "the whole response went out ({length} bytes): nothing was left to the deadline"
+        );
+        assert!(accepted.elapsed() < deadlines.connection + GUARD);
+        assert_eq!(ask_healthz(addr), Some(200));
     }
 }

@@ -673,3 +673,114 @@ impl CoreLink {
         self.router.inbound().doorbell.ring();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::rc::Rc;
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    use super::CoreLink;
+    use crate::io::harness::{self, GUARD};
+    use crate::io::port::Transport;
+    use crate::io::tcp::{configure, run};
+
+    /// Where the test's log lines go.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let mut lines = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            lines.extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn lines_with(&self, text: &str) -> usize {
+            let lines = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            String::from_utf8_lossy(&lines).matches(text).count()
+        }
+    }
+
+    const PEERS: u64 = 12;
+    const LINES_PER_S: u32 = 3;
+
+    #[test]
+    fn peer_triggered_log_lines_beyond_the_rate_are_dropped_and_counted() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
+        let written = std::cell::Cell::new(0);
+        harness::on_each_driver(|driver| {
+            let written = &written;
+            let captured = captured.clone();
+            async move {
+                let (shared, _) = harness::shared(1, |config| {
+                    config.log.peer_lines_per_s_max = LINES_PER_S;
+                });
+                let link = Rc::new(CoreLink::new(0, shared));
+                let started = Instant::now();
+                let (listener, addr) = harness::listener();
+                let mut carriers = Vec::new();
+                let mut peers = Vec::new();
+                for _ in 0..PEERS {
+                    let (accepted, mut peer) = harness::tcp_pair(&listener, addr, None).await;
+                    let port = link
+                        .admit(IpAddr::V4(Ipv4Addr::LOCALHOST), Transport::Tcp)
+                        .expect("admitted");
+                    configure(&accepted, link.settings());
+                    carriers.push(monoio::spawn(run(Rc::clone(&link), port, accepted)));
+                    // A length prefix far above `frame_bytes_max`: a bad frame, worth a line.
+                    let oversize = vec![0xff, 0xff, 0x7f];
+                    let (sent, _) =
+                        monoio::io::AsyncWriteRentExt::write_all(&mut peer, oversize).await;
+                    sent.expect("peer writes");
+                    peers.push(peer);
+                }
+                for carrier in carriers {
+                    monoio::time::timeout(GUARD, carrier)
+                        .await
+                        .expect("a bad frame ends its stream");
+                }
+                let elapsed_s = started.elapsed().as_secs_f64();
+                let metrics = link.metrics();
+                assert_eq!(metrics.frame_errors.get(), PEERS, "{driver}");
+                let suppressed = metrics.log_lines_suppressed.get();
+                let allowed = PEERS - suppressed;
+                // The burst, and what refilled while the test ran (nothing, unless it ran slow).
+                let refilled = (elapsed_s * f64::from(LINES_PER_S)).ceil() as u64;
+                assert!(
+                    allowed >= u64::from(LINES_PER_S)
+                        && allowed <= u64::from(LINES_PER_S) + refilled,
+                    "{driver}: {allowed} lines allowed in {elapsed_s} s"
+                );
+                written.set(written.get() + allowed);
+                assert_eq!(
+                    captured.lines_with("bad frame") as u64,
+                    written.get(),
+                    "{driver}: a suppressed line was written, or an allowed one was not"
+                );
+                drop(peers);
+            }
+        });
+    }
+}

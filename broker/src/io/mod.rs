@@ -26,6 +26,8 @@
 
 mod control;
 mod frame_memory;
+#[cfg(test)]
+mod harness;
 mod iovec;
 mod lane;
 pub mod link;

@@ -661,3 +661,95 @@ impl Shard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::Shard;
+    use crate::io::control::{Control, ask_all};
+    use crate::io::harness::{self, GUARD};
+    use crate::io::link::CoreLink;
+    use crate::io::router::{HomeMsg, OwnerMsg};
+    use crate::protocol::{CloseReason, ClosedBy, StreamId};
+
+    /// Messages per lane and overflow: small, so a few messages fill them.
+    const LANE_MESSAGES_MAX: usize = 4;
+
+    #[test]
+    fn a_core_whose_data_lane_is_full_and_whose_work_is_paused_answers_control_at_once() {
+        let (shared, mut machines) = harness::shared(2, |config| {
+            config.server.inbox_messages_max = LANE_MESSAGES_MAX;
+            config.server.overflow_messages_max = LANE_MESSAGES_MAX;
+        });
+        let machine = machines.remove(0);
+        let (paused, core_paused) = crossbeam::channel::bounded(1);
+        let (ended, core_ended) = crossbeam::channel::bounded(1);
+        let core_shared = Arc::clone(&shared);
+        let core = std::thread::spawn(move || {
+            let runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+                .enable_timer()
+                .build();
+            runtime.expect("runtime").block_on(async move {
+                let link = Rc::new(CoreLink::new(0, core_shared));
+                // Core 1 never runs (it is stuck): what core 0 owes it overflows until core 0
+                // stops taking work that produces more (transitive backpressure).
+                for local in 0..2 * LANE_MESSAGES_MAX as u64 {
+                    link.router.to_owner(
+                        1,
+                        OwnerMsg::Close {
+                            stream: StreamId::new(1, local),
+                            reason: CloseReason::Inactive,
+                        },
+                    );
+                }
+                assert!(link.router.work_paused());
+                let shard = Rc::new(Shard::new(link, machine));
+                paused.send(()).expect("the test waits");
+                shard.run().await;
+            });
+            let _ = ended.send(());
+        });
+        core_paused.recv_timeout(GUARD).expect("core 0 started");
+        // Core 0's data lane fills, as other cores' traffic fills it under load.
+        let lane = &shared.lanes[0].home;
+        let mut local = 0;
+        while lane
+            .push(HomeMsg::Closed {
+                stream: StreamId::new(1, local),
+                cause: ClosedBy::Peer,
+            })
+            .is_ok()
+        {
+            local += 1;
+        }
+        assert_eq!(lane.len(), lane.capacity());
+        // The busy core answers; the stuck one is reported at the deadline.
+        let answers = ask_all(
+            &shared.mailboxes,
+            |reply| Control::Ping { reply },
+            Duration::from_millis(300),
+        );
+        assert_eq!(answers, vec![Some(()), None]);
+        for _ in 0..3 {
+            let answers = ask_all(
+                &shared.mailboxes[..1],
+                |reply| Control::Ping { reply },
+                GUARD,
+            );
+            assert_eq!(answers, vec![Some(())]);
+            assert_eq!(
+                lane.len(),
+                lane.capacity(),
+                "the data waited, the pings did not"
+            );
+        }
+        // Core 0 ends at a drain once its lane is empty (nothing is lost on the way out).
+        while lane.pop().is_some() {}
+        assert!(shared.mailboxes[0].send(Control::Drain));
+        core_ended.recv_timeout(GUARD).expect("core 0 drained");
+        core.join().expect("core 0 thread");
+    }
+}
