@@ -49,8 +49,10 @@ use crate::load::schedule::{Schedule, now_ns};
 use crate::load::sender::{self, SendOutcome, SendTask, Source};
 use crate::load::shared::{PublisherShared, Shared};
 use crate::load::stamp::{Stamp, payload};
+use crate::load::websocket::{self, Masker, Transport};
 use bps_client::publisher::{Publisher, PublisherConfig, Role};
 use bps_client::subscriber::Subscriber;
+use bps_client::websocket::Framing;
 
 /// Time between the end of signing and `t0` (threads start, sockets settle).
 const START_LEAD: Duration = Duration::from_millis(300);
@@ -123,6 +125,7 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
         serde_json::to_value(config).unwrap_or_default(),
     );
     report.shape = config.shape.name().to_owned();
+    report.transport = config.transport.name().to_owned();
     let wire = if config.mode == Mode::Nats {
         Wire::Nats
     } else {
@@ -309,12 +312,16 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
                     cohort: publisher.cohort,
                 }
             } else {
-                Source::Presigned(Arc::new(
+                let frames = Arc::new(
                     frames_by_publisher
                         .get_mut(publisher.global as usize)
                         .map(std::mem::take)
                         .unwrap_or_default(),
-                ))
+                );
+                match config.transport {
+                    Transport::Tcp => Source::Presigned(frames),
+                    Transport::Ws => Source::PresignedWs(frames, Masker::new()),
+                }
             };
             SendTask {
                 publisher: publisher.global,
@@ -738,12 +745,22 @@ fn build_buckets(
         .map(|_| Vec::new())
         .collect();
     let (mut plain_slot, mut verifying_slot) = (0usize, 0usize);
+    // A counting stream divides its bytes by one delivery's wire size: over WebSocket the
+    // server's message header is part of it.
     let frame_of = |cohort: u32| {
         frame_bytes
             .get(cohort as usize)
             .cloned()
             .unwrap_or_else(|| Err(format!("no cohort {cohort}")))
+            .map(|frame| match config.transport {
+                Transport::Tcp => frame,
+                Transport::Ws => websocket::message_bytes(frame),
+            })
             .map_err(RunError::Failed)
+    };
+    let endpoint_wire = match (wire, config.transport) {
+        (Wire::Bps, Transport::Ws) => Wire::WebSocket,
+        _ => wire,
     };
     for subscriber in subscribers {
         let cohort = plan
@@ -754,7 +771,7 @@ fn build_buckets(
             (CheckKind::Verify, _) => Check::Verify(Box::new(Subscriber::new(cohort.spec))),
             (CheckKind::Compare, Wire::Bps) if config.mode == Mode::Pubsub => Check::Bytes,
             (CheckKind::Compare, _) => Check::Stamp,
-            (CheckKind::Count, Wire::Bps) => Check::Count {
+            (CheckKind::Count, Wire::Bps | Wire::WebSocket) => Check::Count {
                 frame_bytes: frame_of(subscriber.cohort)?,
                 payload_bytes: config.size,
             },
@@ -777,7 +794,7 @@ fn build_buckets(
         let endpoint = Endpoint::new(
             subscriber.stream,
             &subscriber.leftover,
-            wire,
+            endpoint_wire,
             subscriber.cohort,
             subscriber.cohort * plan.publishers_per_cohort,
             plan.publishers_per_cohort,
@@ -951,13 +968,13 @@ fn join_subscriber(
         .map(IpAddr::V4);
     let kind = config.check_of(member);
     let (stream, leftover) = match wire {
-        Wire::Bps => {
+        Wire::Bps | Wire::WebSocket => {
             let addr = cohort
                 .subscribers
                 .get(member as usize)
                 .copied()
                 .unwrap_or([0; 20]);
-            let joined = join(&config.target, source, cohort, &addr)?;
+            let joined = join(config, source, cohort, &addr)?;
             (joined.stream, joined.leftover)
         }
         Wire::Nats => {
@@ -982,12 +999,13 @@ fn join_subscriber(
 }
 
 fn join(
-    target: &str,
+    config: &LoadConfig,
     source: Option<IpAddr>,
     cohort: &CohortPlan,
     addr: &[u8; 20],
 ) -> Result<dial::Joined, RunError> {
-    dial::join(target, source, &cohort.spec, addr).map_err(|error| match error {
+    let joined = dial::join(&config.target, source, &cohort.spec, addr, config.transport);
+    joined.map_err(|error| match error {
         JoinError::Refused(status) => RunError::Refused(format!(
             "join of cohort {} refused: {}{}",
             cohort.index,
@@ -1052,7 +1070,7 @@ fn join_publisher(
             leftover: connected.leftover,
         });
     }
-    let mut joined = join(&config.target, source, cohort, &publisher.key.address())?;
+    let mut joined = join(config, source, cohort, &publisher.key.address())?;
     let mut client = Publisher::new(
         cohort.spec,
         publisher.key.clone(),
@@ -1070,10 +1088,11 @@ fn join_publisher(
             .ok_or_else(|| {
                 RunError::Failed("a pending publisher has no claim to send".to_owned())
             })?;
-        joined
-            .stream
-            .write_all(&claim.signed.frame)
-            .map_err(failed("claim"))?;
+        let claim = match config.transport {
+            Transport::Tcp => claim.signed.frame.to_vec(),
+            Transport::Ws => Framing::wrap(&claim.signed.frame),
+        };
+        joined.stream.write_all(&claim).map_err(failed("claim"))?;
         client.mark_sent();
     }
     Ok(JoinedPublisher {

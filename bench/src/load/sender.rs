@@ -1,5 +1,6 @@
 //! The publishing side of the generator: threads that each drive a few publisher streams,
-//! writing presigned frames (or, for NATS, freshly stamped `PUB` messages) on the schedule.
+//! writing presigned frames (over WebSocket each masked into one message; for NATS, freshly
+//! stamped `PUB` messages) on the schedule.
 //!
 //! Owns: [`Source`] (where a message's bytes come from), [`SendTask`] (one publisher
 //! stream), the send loop ([`run`], one thread over its tasks) and its [`SendOutcome`]s.
@@ -34,6 +35,7 @@ use crate::load::schedule::{Schedule, now_ns};
 use crate::load::shared::Shared;
 use crate::load::stamp::{Stamp, payload};
 use crate::load::thread_cpu::{CpuMeter, ThreadCpu};
+use crate::load::websocket::Masker;
 
 /// Publishers one sending thread drives by default: one `ppoll` over this many sockets
 /// stays cheap, and a few threads instead of one per publisher keep a thousand live
@@ -60,6 +62,9 @@ const WINDOW_WAIT_MAX: Duration = Duration::from_millis(1);
 pub enum Source {
     /// BPS: frames signed before the run, by sequence.
     Presigned(Arc<Vec<Bytes>>),
+    /// BPS over the WebSocket endpoint: the same frames, each masked into one binary
+    /// message as it is copied into the write buffer (a fresh key each).
+    PresignedWs(Arc<Vec<Bytes>>, Masker),
     /// NATS: `PUB <subject> <size>\r\n<payload>\r\n`, stamped at write time.
     Nats {
         /// The cohort's subject.
@@ -77,7 +82,7 @@ impl Source {
     /// Messages available (`None`: unbounded).
     fn limit(&self) -> Option<u64> {
         match self {
-            Self::Presigned(frames) => Some(frames.len() as u64),
+            Self::Presigned(frames) | Self::PresignedWs(frames, _) => Some(frames.len() as u64),
             Self::Nats { .. } => None,
         }
     }
@@ -89,6 +94,11 @@ impl Source {
             Self::Presigned(frames) => {
                 if let Some(frame) = usize::try_from(sequence).ok().and_then(|at| frames.get(at)) {
                     out.extend_from_slice(frame);
+                }
+            }
+            Self::PresignedWs(frames, masker) => {
+                if let Some(frame) = usize::try_from(sequence).ok().and_then(|at| frames.get(at)) {
+                    masker.append(sequence, frame, out);
                 }
             }
             Self::Nats {
