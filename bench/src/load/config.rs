@@ -286,6 +286,7 @@ mod tests {
         LoadConfig {
             mode: Mode::Pubsub,
             target: "127.0.0.1:1".to_owned(),
+            transport: Transport::Tcp,
             rate: 0.0,
             size: 4096,
             duration: Duration::from_secs(1),
