@@ -161,8 +161,8 @@ pub struct Session {
     addr: Address,
     config: SessionConfig,
     nonblocking: bool,
-    /// `None`: bare frames on TCP.
-    websocket: Option<Framing>,
+    /// `None`: bare frames on TCP (boxed: a TCP session does not carry a decoder's size).
+    websocket: Option<Box<Framing>>,
 }
 
 /// Bytes read from the socket at a time.
@@ -184,7 +184,7 @@ impl Session {
         let (buf, websocket) = match &url {
             Some(url) => (
                 upgrade(&mut stream, url, config.handshake_timeout)?,
-                Some(Framing::new(config.frame_bytes_max)),
+                Some(Box::new(Framing::new(config.frame_bytes_max))),
             ),
             None => (BytesMut::with_capacity(READ_CHUNK_BYTES), None),
         };
