@@ -78,7 +78,7 @@ impl std::error::Error for ClientError {}
 /// Where to connect and how to behave between streams.
 #[derive(Debug, Clone)]
 pub struct Connection {
-    /// `HOST:PORT`.
+    /// `HOST:PORT` (TCP) or `ws://HOST:PORT/bps/v1` (WebSocket).
     pub target: String,
     /// Timeouts of each stream.
     pub session: SessionConfig,

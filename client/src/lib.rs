@@ -2,7 +2,8 @@
 //! terminal client.
 //!
 //! Owns: command-line hex and key arguments ([`hexarg`]), the cohort spec as flags
-//! ([`spec`]), one TCP stream with its handshake ([`session`]), the publishing state
+//! ([`spec`]), one stream with its handshake ([`session`]) over TCP or the WebSocket
+//! carrier of the native `ws://…/bps/v1` endpoint ([`websocket`]), the publishing state
 //! machine with claim, index sequences and signing ([`publisher`]), end-to-end verification
 //! of received frames ([`subscriber`]) with its bounded tables ([`cursor_table`],
 //! [`dedup_window`]), the R38 reconnect schedule ([`backoff`]), the chunk
@@ -24,3 +25,4 @@ pub mod spec;
 pub mod subscriber;
 #[cfg(test)]
 mod testkit;
+pub mod websocket;

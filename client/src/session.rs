@@ -1,8 +1,10 @@
-//! One BPS stream over the native TCP transport (BPS.md section 2): connect, send the
-//! `Join`, read the `Ack`, then exchange `Broadcast` frames.
+//! One BPS stream over the native TCP transport (BPS.md section 2) or the broker's native
+//! WebSocket endpoint (a `ws://HOST:PORT/bps/v1` target, [`crate::websocket`]): connect,
+//! send the `Join`, read the `Ack`, then exchange `Broadcast` frames.
 //!
 //! Owns: the blocking `std::net` socket with its connect, read and write timeouts, the read
-//! buffer that frames resume across partial reads in, the handshake ([`Session::join`],
+//! buffer that frames resume across partial reads in, the carrier the target names (bare
+//! frames on TCP, one frame per WebSocket message), the handshake ([`Session::join`],
 //! R2–R5) and the stream's challenge (R4), and the clean close ([`Session::finish`]).
 //!
 //! Never: signs, verifies or interprets a `Broadcast` (the publisher and subscriber do),
@@ -19,6 +21,8 @@ use bps_proto::{
     decode_ack, encode_frame, next_frame,
 };
 use bytes::{Bytes, BytesMut};
+
+use crate::websocket::{Framing, Next, WsError, WsUrl, upgrade};
 
 /// Timeouts and limits of one stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +79,9 @@ pub enum SessionError {
     /// The `Ack` decoded but breaks R4/R5 (unknown status, or OK without a 32-byte
     /// challenge).
     BadAck(String),
+    /// The WebSocket carrier failed: a bad URL, a refused upgrade, a framing fault, the
+    /// broker's close frame.
+    WebSocket(WsError),
 }
 
 impl fmt::Display for SessionError {
@@ -96,6 +103,7 @@ impl fmt::Display for SessionError {
             Self::Frame(error) => write!(formatter, "bad frame from the broker: {error}"),
             Self::Decode(error) => write!(formatter, "bad Ack from the broker: {error}"),
             Self::BadAck(message) => write!(formatter, "bad Ack from the broker: {message}"),
+            Self::WebSocket(error) => write!(formatter, "WebSocket: {error}"),
         }
     }
 }
@@ -111,6 +119,7 @@ impl std::error::Error for SessionError {
             | Self::Io(source) => Some(source),
             Self::Frame(error) => Some(error),
             Self::Decode(error) => Some(error),
+            Self::WebSocket(error) => Some(error),
             _ => None,
         }
     }
@@ -119,6 +128,12 @@ impl std::error::Error for SessionError {
 impl From<io::Error> for SessionError {
     fn from(error: io::Error) -> Self {
         Self::Io(error)
+    }
+}
+
+impl From<WsError> for SessionError {
+    fn from(error: WsError) -> Self {
+        Self::WebSocket(error)
     }
 }
 
@@ -146,29 +161,42 @@ pub struct Session {
     addr: Address,
     config: SessionConfig,
     nonblocking: bool,
+    /// `None`: bare frames on TCP (boxed: a TCP session does not carry a decoder's size).
+    websocket: Option<Box<Framing>>,
 }
 
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
 impl Session {
-    /// Connects to `target` (`HOST:PORT`), sends `Join{spec, addr}` and reads the `Ack`.
+    /// Connects to `target` (`HOST:PORT` for TCP, `ws://HOST:PORT/PATH` for the WebSocket
+    /// endpoint), sends `Join{spec, addr}` and reads the `Ack`.
     pub fn join(
         target: &str,
         spec: &Spec,
         addr: &Address,
         config: SessionConfig,
     ) -> Result<JoinOutcome, SessionError> {
-        let stream = connect(target, config.connect_timeout)?;
+        let url = WsUrl::parse(target)?;
+        let authority = url.as_ref().map_or(target, |url| url.authority.as_str());
+        let mut stream = connect(authority, config.connect_timeout)?;
         stream.set_nodelay(true)?;
+        let (buf, websocket) = match &url {
+            Some(url) => (
+                upgrade(&mut stream, url, config.handshake_timeout)?,
+                Some(Box::new(Framing::new(config.frame_bytes_max))),
+            ),
+            None => (BytesMut::with_capacity(READ_CHUNK_BYTES), None),
+        };
         stream.set_write_timeout(Some(config.write_timeout))?;
         let mut session = Self {
             stream,
-            buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            buf,
             challenge: [0; CHALLENGE_BYTES],
             addr: *addr,
             config,
             nonblocking: false,
+            websocket,
         };
         session.send(&encode_frame(&spec.to_join(addr)))?;
         let Some(body) = session.recv(config.handshake_timeout)? else {
@@ -206,18 +234,53 @@ impl Session {
         &self.addr
     }
 
+    /// Whether the stream is carried by WebSocket messages.
+    pub fn is_websocket(&self) -> bool {
+        self.websocket.is_some()
+    }
+
     /// Takes the stream apart after the handshake: the socket (still blocking) and whatever
-    /// the broker sent after the `Ack` that is already buffered. For drivers that multiplex
-    /// many streams themselves (the `bps-bench` load generator).
+    /// the broker sent after the `Ack` that is already buffered, as it came off the wire
+    /// (WebSocket framing included). For drivers that multiplex many streams themselves
+    /// (the `bps-bench` load generator).
     pub fn into_parts(self) -> (TcpStream, BytesMut) {
         (self.stream, self.buf)
     }
 
-    /// Writes one encoded frame (varint length and body) completely.
+    /// Writes one encoded frame (varint length and body) completely: as it is on TCP, as
+    /// one masked binary message on WebSocket.
     pub fn send(&mut self, frame: &[u8]) -> Result<(), SessionError> {
         self.set_nonblocking(false)?;
-        self.stream.write_all(frame)?;
+        if self.websocket.is_some() {
+            self.stream.write_all(&Framing::wrap(frame))?;
+        } else {
+            self.stream.write_all(frame)?;
+        }
         Ok(())
+    }
+
+    /// The next frame body already in the buffer, answering any ping found before it.
+    fn buffered_frame(&mut self) -> Result<Option<Bytes>, SessionError> {
+        let Some(framing) = self.websocket.as_mut() else {
+            return Ok(next_frame(&mut self.buf, self.config.frame_bytes_max)?);
+        };
+        loop {
+            match framing.next_frame(&mut self.buf)? {
+                Next::Frame(body) => return Ok(Some(body)),
+                Next::Wanting => return Ok(None),
+                Next::Skipped => {}
+                Next::Reply(reply) => {
+                    let nonblocking = self.nonblocking;
+                    if nonblocking {
+                        self.stream.set_nonblocking(false)?;
+                    }
+                    self.stream.write_all(&reply)?;
+                    if nonblocking {
+                        self.stream.set_nonblocking(true)?;
+                    }
+                }
+            }
+        }
     }
 
     /// The next frame body, if one is buffered or arrives within `wait`; `Ok(None)` when
@@ -225,7 +288,7 @@ impl Session {
     pub fn recv(&mut self, wait: Duration) -> Result<Option<Bytes>, SessionError> {
         let deadline = Instant::now() + wait;
         loop {
-            if let Some(body) = next_frame(&mut self.buf, self.config.frame_bytes_max)? {
+            if let Some(body) = self.buffered_frame()? {
                 return Ok(Some(body));
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -239,6 +302,12 @@ impl Session {
     /// sent), then reads and discards until the broker closes or `linger` passes, so that
     /// closing never resets a connection the broker has not finished reading.
     pub fn finish(mut self, linger: Duration) -> Result<(), SessionError> {
+        if self.websocket.is_some() {
+            // The closing handshake (RFC 6455 section 7): the broker answers with its own
+            // close and ends the connection.
+            self.set_nonblocking(false)?;
+            self.stream.write_all(&Framing::close())?;
+        }
         self.stream.shutdown(Shutdown::Write)?;
         let deadline = Instant::now() + linger;
         loop {

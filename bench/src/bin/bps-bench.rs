@@ -25,6 +25,7 @@ use bps_bench::load::sender::PUBLISHERS_PER_SEND_THREAD;
 use bps_bench::load::sink::Sink;
 use bps_bench::load::slo::{Slo, parse_duration_us};
 use bps_bench::load::stamp::STAMP_BYTES;
+use bps_bench::load::websocket::Transport;
 use bps_bench::load::{EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_SLO_MISSED, EXIT_USAGE};
 use bps_client::spec::BindingArg;
 use bps_verify::CHUNK_SIZE;
@@ -87,6 +88,11 @@ struct LoadArgs {
     /// The broker (or NATS server).
     #[arg(long, value_name = "HOST:PORT")]
     target: String,
+    /// The BPS streams' carrier: `tcp`, or `ws`: the broker's native WebSocket endpoint
+    /// `ws://TARGET/bps/v1` (its `[ws]` listener, default port 1639), one BPS frame per
+    /// binary message, client frames masked.
+    #[arg(long, value_enum, default_value = "tcp")]
+    transport: TransportArg,
     /// Messages per second per publisher (open loop); 0 = closed loop.
     #[arg(long, default_value = "1000", value_name = "PER_S")]
     rate: f64,
@@ -166,6 +172,24 @@ struct LoadArgs {
     window: u64,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+/// `--transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TransportArg {
+    /// Bare BPS frames on TCP.
+    Tcp,
+    /// One BPS frame per WebSocket message on the native endpoint.
+    Ws,
+}
+
+impl From<TransportArg> for Transport {
+    fn from(transport: TransportArg) -> Self {
+        match transport {
+            TransportArg::Tcp => Self::Tcp,
+            TransportArg::Ws => Self::Ws,
+        }
+    }
 }
 
 /// `--shape`.
@@ -390,6 +414,18 @@ fn slo_of(output: &OutputArgs) -> Result<Slo, UsageError> {
 
 fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
     let slo = slo_of(&args.output)?;
+    if mode == Mode::Nats && args.transport != TransportArg::Tcp {
+        return Err(usage(
+            "--transport",
+            "NATS runs are TCP; ws is the BPS broker's WebSocket endpoint",
+        ));
+    }
+    if args.sign_ahead > 0 && args.transport != TransportArg::Tcp {
+        return Err(usage(
+            "--sign-ahead",
+            "frames signed during the run go over TCP only; over ws every frame is presigned",
+        ));
+    }
     let size_max = if mode == Mode::Nats {
         1 << 20
     } else {
@@ -464,6 +500,7 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
     let config = LoadConfig {
         mode,
         target: args.target,
+        transport: args.transport.into(),
         rate: args.rate,
         size: args.size,
         duration,

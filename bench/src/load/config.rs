@@ -12,6 +12,8 @@ use std::time::Duration;
 use bps_proto::Binding;
 use serde::Serialize;
 
+use crate::load::websocket::Transport;
+
 /// What the generator does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -146,6 +148,9 @@ pub struct LoadConfig {
     pub mode: Mode,
     /// The broker (or NATS server), `HOST:PORT`.
     pub target: String,
+    /// The BPS streams' carrier: TCP, or the broker's native WebSocket endpoint at
+    /// `ws://TARGET/bps/v1`.
+    pub transport: Transport,
     /// Messages per second per publisher; 0 = closed loop.
     pub rate: f64,
     /// Payload bytes per message (at least the 32-byte stamp, at most 4096).
@@ -293,6 +298,7 @@ mod tests {
         LoadConfig {
             mode: Mode::Pubsub,
             target: "127.0.0.1:1".to_owned(),
+            transport: Transport::Tcp,
             rate: 0.0,
             size: 4096,
             duration: Duration::from_secs(1),

@@ -3,8 +3,9 @@
 //! §2), and the BPS handshake on such a connection.
 //!
 //! Owns: [`connect`] (bind the source address, connect within [`CONNECT_TIMEOUT`],
-//! `TCP_NODELAY`) and [`join`] (write the `Join`, read the `Ack` within
-//! [`HANDSHAKE_TIMEOUT`], R2–R5; bytes that came after the `Ack` are handed back). The client
+//! `TCP_NODELAY`) and [`join`] (over WebSocket first the upgrade, [`crate::load::websocket`];
+//! then write the `Join`, read the `Ack` within [`HANDSHAKE_TIMEOUT`], R2–R5; bytes that came
+//! after the `Ack` are handed back as they came off the wire). The client
 //! library's `Session` does the same handshake but connects by itself, from the address the
 //! kernel picks (always 127.0.0.1 on loopback), which is why the generator dials here.
 //!
@@ -14,12 +15,15 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use bps_client::websocket::{Framing, Next};
 use bps_proto::{
     Address, CHALLENGE_BYTES, FRAME_BYTES_MAX_DEFAULT, Hash, Spec, Status, decode_ack,
     encode_frame, next_frame,
 };
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::load::websocket::{self, Transport};
 
 /// Bound on one TCP connect (a full accept backlog drops SYNs; the retry comes after 1 s).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -48,6 +52,29 @@ pub enum JoinError {
     Refused(Status),
     /// Anything else: the connection, the timeout or a malformed `Ack`.
     Failed(String),
+}
+
+/// The next frame body in `buf` (over WebSocket: the next message's, answering pings).
+fn buffered_frame(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    framing: Option<&mut Framing>,
+) -> Result<Option<Bytes>, JoinError> {
+    let Some(framing) = framing else {
+        return next_frame(buf, FRAME_BYTES_MAX_DEFAULT)
+            .map_err(|error| JoinError::Failed(format!("bad frame from the broker: {error}")));
+    };
+    loop {
+        match framing.next_frame(buf) {
+            Ok(Next::Frame(body)) => return Ok(Some(body)),
+            Ok(Next::Wanting) => return Ok(None),
+            Ok(Next::Skipped) => {}
+            Ok(Next::Reply(reply)) => stream
+                .write_all(&reply)
+                .map_err(|error| JoinError::Failed(format!("pong: {error}")))?,
+            Err(error) => return Err(JoinError::Failed(format!("WebSocket: {error}"))),
+        }
+    }
 }
 
 /// Connects to `target` from `source` (`None`: the kernel's choice).
@@ -79,12 +106,13 @@ fn resolve(target: &str) -> io::Result<SocketAddr> {
     })
 }
 
-/// Connects from `source` and joins `spec` as `addr` (module docs).
+/// Connects from `source` and joins `spec` as `addr` over `transport` (module docs).
 pub fn join(
     target: &str,
     source: Option<IpAddr>,
     spec: &Spec,
     addr: &Address,
+    transport: Transport,
 ) -> Result<Joined, JoinError> {
     let failed = |error: io::Error| JoinError::Failed(format!("{target}: {error}"));
     let mut stream = connect(target, source)
@@ -92,20 +120,23 @@ pub fn join(
     stream
         .set_write_timeout(Some(HANDSHAKE_TIMEOUT))
         .map_err(failed)?;
-    stream
-        .write_all(&encode_frame(&spec.to_join(addr)))
-        .map_err(failed)?;
+    let join = encode_frame(&spec.to_join(addr));
+    let (mut buf, mut framing) = match transport {
+        Transport::Tcp => {
+            stream.write_all(&join).map_err(failed)?;
+            (BytesMut::with_capacity(ACK_READ_BYTES), None)
+        }
+        Transport::Ws => {
+            let buf = websocket::upgrade(&mut stream, target, HANDSHAKE_TIMEOUT)
+                .map_err(|error| JoinError::Failed(format!("ws://{target}/bps/v1: {error}")))?;
+            stream.write_all(&Framing::wrap(&join)).map_err(failed)?;
+            (buf, Some(Framing::new(FRAME_BYTES_MAX_DEFAULT)))
+        }
+    };
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
-    let mut buf = BytesMut::with_capacity(ACK_READ_BYTES);
     let body = loop {
-        match next_frame(&mut buf, FRAME_BYTES_MAX_DEFAULT) {
-            Ok(Some(body)) => break body,
-            Ok(None) => {}
-            Err(error) => {
-                return Err(JoinError::Failed(format!(
-                    "bad frame from the broker: {error}"
-                )));
-            }
+        if let Some(body) = buffered_frame(&mut stream, &mut buf, framing.as_mut())? {
+            break body;
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
@@ -206,7 +237,8 @@ mod tests {
         let after = b"after the ack".to_vec();
         let (target, peer) = serve_once([ack.to_vec(), after.clone()].concat());
         let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7));
-        let joined = join(&target, Some(source), &spec(), &[3; 20]).expect("joined");
+        let joined =
+            join(&target, Some(source), &spec(), &[3; 20], Transport::Tcp).expect("joined");
         assert_eq!(joined.challenge, [9; 32]);
         let (seen, addr) = peer.join().expect("peer");
         assert_eq!(seen.ip(), source, "the broker sees the chosen source");
@@ -223,6 +255,85 @@ mod tests {
         assert_eq!(rest, after);
     }
 
+    /// A WebSocket peer: answers the upgrade, reads one masked message (the Join), answers
+    /// `messages` as server binary messages; returns the Join's addr.
+    fn serve_ws_once(messages: Vec<Vec<u8>>) -> (String, thread::JoinHandle<Address>) {
+        use bps_ws::codec::{Decoder, Event, Opcode};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let target = listener.local_addr().expect("addr").to_string();
+        let handle = thread::spawn(move || {
+            let (mut stream, _) = listener.accept().expect("accept");
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                stream.read_exact(&mut byte).expect("read");
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8(head).expect("utf-8");
+            assert!(head.starts_with("GET /bps/v1 HTTP/1.1"), "{head}");
+            let key = head
+                .lines()
+                .find_map(|line| line.strip_prefix("Sec-WebSocket-Key: "))
+                .expect("a key");
+            stream
+                .write_all(&bps_ws::switching_protocols(&bps_ws::accept_key(key)))
+                .expect("101");
+            let mut decoder = Decoder::new(FRAME_BYTES_MAX_DEFAULT + 16);
+            let mut buf = BytesMut::new();
+            let message = loop {
+                if let Some(event) = decoder.decode(&mut buf).expect("masked frames") {
+                    break event;
+                }
+                let mut chunk = [0u8; 256];
+                let read = stream.read(&mut chunk).expect("read");
+                buf.extend_from_slice(&chunk[..read]);
+            };
+            let Event::Message {
+                text: false,
+                payload,
+            } = message
+            else {
+                panic!("the Join is one binary message: {message:?}");
+            };
+            let mut frame = BytesMut::from(&payload[..]);
+            let body = next_frame(&mut frame, FRAME_BYTES_MAX_DEFAULT)
+                .expect("a frame")
+                .expect("whole");
+            assert!(frame.is_empty(), "exactly one frame");
+            for message in messages {
+                stream
+                    .write_all(&bps_ws::encode_server_frame(Opcode::Binary, &message))
+                    .expect("write");
+            }
+            let join = decode_join(body).expect("join");
+            Address::try_from(join.addr.as_ref()).expect("20 bytes")
+        });
+        (target, handle)
+    }
+
+    #[test]
+    fn a_websocket_join_upgrades_sends_one_message_and_hands_back_the_framed_rest() {
+        let ack = encode_frame(&Ack {
+            status: Status::Ok as i32,
+            challenge: Bytes::from(vec![5; 32]),
+        });
+        let after = b"after".to_vec();
+        let (target, peer) = serve_ws_once(vec![ack.to_vec(), after.clone()]);
+        let joined = join(&target, None, &spec(), &[4; 20], Transport::Ws).expect("joined");
+        assert_eq!(joined.challenge, [5; 32]);
+        assert_eq!(peer.join().expect("peer"), [4; 20]);
+        let expected = bps_ws::encode_server_frame(bps_ws::Opcode::Binary, &after);
+        let mut rest = joined.leftover.to_vec();
+        let mut stream = joined.stream;
+        while rest.len() < expected.len() {
+            let mut chunk = [0u8; 64];
+            let read = stream.read(&mut chunk).expect("read");
+            assert!(read > 0, "closed before the message after the Ack");
+            rest.extend_from_slice(&chunk[..read]);
+        }
+        assert_eq!(rest, expected, "the bytes after the Ack, framing included");
+    }
+
     #[test]
     fn refusals_and_a_short_challenge_are_told_apart() {
         for status in [Status::Full, Status::Rejected] {
@@ -232,7 +343,7 @@ mod tests {
             });
             let (target, peer) = serve_once(ack.to_vec());
             assert_eq!(
-                join(&target, None, &spec(), &[3; 20]).err(),
+                join(&target, None, &spec(), &[3; 20], Transport::Tcp).err(),
                 Some(JoinError::Refused(status))
             );
             peer.join().expect("peer");
@@ -242,7 +353,8 @@ mod tests {
             challenge: Bytes::from(vec![1; 31]),
         });
         let (target, peer) = serve_once(short.to_vec());
-        let error = join(&target, None, &spec(), &[3; 20]).expect_err("short challenge");
+        let error =
+            join(&target, None, &spec(), &[3; 20], Transport::Tcp).expect_err("short challenge");
         assert!(
             matches!(&error, JoinError::Failed(message) if message.contains("31-byte")),
             "{error:?}"

@@ -6,6 +6,8 @@
 //! - [`config`]: a run's settings, modes, named shapes and who checks what;
 //! - [`plan`]: cohorts, keys and addresses derived from the seed, and source addresses;
 //! - [`dial`]: connecting from a source address and the BPS handshake;
+//! - [`websocket`]: the WebSocket carrier of `--transport ws` (upgrade, masked messages,
+//!   server frames, a delivery's wire size);
 //! - [`stamp`]: the publisher/sequence/intended-time stamp inside every payload;
 //! - [`schedule`]: the open-loop schedule `t0 + k / rate` and the clock;
 //! - [`presign`]: signing every message before `t0` on every core;
@@ -54,6 +56,7 @@ pub mod sink;
 pub mod slo;
 pub mod stamp;
 pub mod thread_cpu;
+pub mod websocket;
 
 /// Exit code: the run completed and met its objectives (if any).
 pub const EXIT_OK: u8 = 0;

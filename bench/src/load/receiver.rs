@@ -14,7 +14,9 @@
 //! subscribers that reads every frame (one read of up to [`READ_BUFFER_BYTES`] per event)
 //! handles each delivery in turn:
 //! 1. split off the read buffer in place (BPS: varint frames via `bps_proto::peek_frame`;
-//!    NATS: `MSG` lines), with no copy for the cheap checks;
+//!    over WebSocket the same inside each server message, whose header is parsed first and
+//!    counted in the delivery's wire bytes; NATS: `MSG` lines), with no copy for the cheap
+//!    checks;
 //! 2. checked: [`Check::Verify`] runs the client library's [`Subscriber`] (id derivation,
 //!    owner recovery and admission, cursors: end to end, R41); [`Check::Bytes`] compares the
 //!    frame byte for byte with the frame the publisher signed (a broker may not change a
@@ -50,7 +52,9 @@ use crate::load::schedule::now_ns;
 use crate::load::shared::Shared;
 use crate::load::stamp::{Stamp, broadcast_payload};
 use crate::load::thread_cpu::{CpuMeter, ThreadCpu};
+use crate::load::websocket::{peek_server_frame, pong};
 use bps_client::subscriber::{Event, Subscriber};
+use bps_ws::codec::Opcode;
 
 /// Read buffer per reading stream: a dozen 4 KiB frames per `read` call, and always room
 /// for the largest frame after compaction.
@@ -103,6 +107,11 @@ pub enum Check {
 pub enum Wire {
     /// BPS frames.
     Bps,
+    /// BPS frames, one per binary message of the broker's native WebSocket endpoint
+    /// (server frames are unmasked; the broker's pings are answered by reading streams; a
+    /// counting stream cannot see one, and a ping would show as a partial frame, i.e. as
+    /// loss, never as a delivery).
+    WebSocket,
     /// The NATS text protocol.
     Nats,
 }
@@ -697,6 +706,7 @@ impl Frames {
     ) -> Result<(), String> {
         match self.state.wire {
             Wire::Bps => self.process_bps(now, shared, totals)?,
+            Wire::WebSocket => self.process_ws(now, stream, shared, totals)?,
             Wire::Nats => self.process_nats(now, stream, shared, totals)?,
         }
         if self.start == self.end {
@@ -728,6 +738,72 @@ impl Frames {
             let body = &available[header.prefix_bytes..total];
             self.state.on_bps(body, total as u64, now, shared, totals);
             self.start += total;
+        }
+        Ok(())
+    }
+
+    /// Every whole WebSocket message in the buffer: each binary one must be exactly one BPS
+    /// frame, checked in place like a TCP frame; pings are answered after the batch.
+    fn process_ws(
+        &mut self,
+        now: u64,
+        stream: &TcpStream,
+        shared: &Shared,
+        totals: &mut Totals,
+    ) -> Result<(), String> {
+        let mut pongs = Vec::new();
+        while self.start < self.end {
+            let available = &self.buf[self.start..self.end];
+            let Some(frame) = peek_server_frame(available)? else {
+                break;
+            };
+            let total = frame.total_bytes();
+            if total > available.len() {
+                break;
+            }
+            let payload = &available[frame.header_bytes..total];
+            match frame.opcode {
+                Opcode::Binary => {
+                    let header = match peek_frame(payload, FRAME_BYTES_MAX_DEFAULT) {
+                        Ok(Some(header)) if header.total_bytes() == payload.len() => header,
+                        Ok(_) => {
+                            return Err(format!(
+                                "a {}-byte WebSocket message that is not exactly one BPS frame",
+                                payload.len()
+                            ));
+                        }
+                        Err(error) => return Err(format!("bad frame from the broker: {error}")),
+                    };
+                    let body = &payload[header.prefix_bytes..];
+                    self.state.on_bps(body, total as u64, now, shared, totals);
+                }
+                Opcode::Ping => pongs.extend_from_slice(&pong(payload)),
+                Opcode::Pong => {}
+                Opcode::Close => {
+                    let code = payload
+                        .first_chunk::<2>()
+                        .map(|code| u16::from_be_bytes(*code));
+                    let reason = String::from_utf8_lossy(payload.get(2..).unwrap_or_default());
+                    return Err(format!(
+                        "the broker closed a WebSocket session: {} {reason}",
+                        code.map_or("without a code".to_owned(), |code| code.to_string())
+                    ));
+                }
+                Opcode::Text | Opcode::Continuation => {
+                    return Err(format!(
+                        "a {:?} message on the native endpoint",
+                        frame.opcode
+                    ));
+                }
+            }
+            self.start += total;
+        }
+        if !pongs.is_empty() {
+            // A few bytes into an empty send buffer; a full one means the stream is dead.
+            let mut stream = stream;
+            stream
+                .write_all(&pongs)
+                .map_err(|error| format!("WebSocket pong: {error}"))?;
         }
         Ok(())
     }

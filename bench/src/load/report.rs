@@ -176,6 +176,9 @@ pub struct Report {
     pub mode: String,
     /// The named shape (`custom`, `group-chat`, `many-cohorts`).
     pub shape: String,
+    /// The carrier of the BPS streams: `tcp`, or `ws` (the native WebSocket endpoint,
+    /// `--transport ws`); NATS runs say `tcp`.
+    pub transport: String,
     /// Publishers ran closed loop (`--rate 0`): latency is measured from the actual write,
     /// and the offered load follows the system under test.
     pub closed_loop: bool,
@@ -269,6 +272,7 @@ impl Report {
             version: REPORT_VERSION,
             mode: mode.to_owned(),
             shape: "custom".to_owned(),
+            transport: "tcp".to_owned(),
             closed_loop: false,
             target: None,
             started_at: crate::load::schedule::now_ns() / 1_000_000_000,
@@ -339,9 +343,10 @@ impl Report {
         let mib = |bytes: f64| bytes / (1024.0 * 1024.0);
         let _ = writeln!(
             text,
-            "bps-bench {} {} ({}): {} cohort(s) x {} publisher(s), {} subscriber(s), {} B payload, {} s measured{}",
+            "bps-bench {} {} over {} ({}): {} cohort(s) x {} publisher(s), {} subscriber(s), {} B payload, {} s measured{}",
             self.mode,
             self.target.as_deref().unwrap_or("-"),
+            self.transport,
             self.shape,
             self.cohorts,
             self.publishers,

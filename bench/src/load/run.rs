@@ -52,8 +52,10 @@ use crate::load::sender::{self, SendOutcome, SendTask, Source};
 use crate::load::shared::{PublisherShared, Shared};
 use crate::load::sign_feed::{FeedJob, SignFeed};
 use crate::load::stamp::{Stamp, payload};
+use crate::load::websocket::{self, Masker, Transport};
 use bps_client::publisher::{Publisher, PublisherConfig, Role};
 use bps_client::subscriber::Subscriber;
+use bps_client::websocket::Framing;
 
 /// Time between the end of signing and `t0` (threads start, sockets settle).
 const START_LEAD: Duration = Duration::from_millis(300);
@@ -126,6 +128,7 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
         serde_json::to_value(config).unwrap_or_default(),
     );
     report.shape = config.shape.name().to_owned();
+    report.transport = config.transport.name().to_owned();
     let wire = if config.mode == Mode::Nats {
         Wire::Nats
     } else {
@@ -323,12 +326,19 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
                     .map(std::mem::take)
                     .unwrap_or_default();
                 if feeds {
+                    assert!(
+                        config.transport == Transport::Tcp,
+                        "a feed signs bare frames: TCP only (bps-bench refuses --sign-ahead over ws)"
+                    );
                     let schedule = schedule_of(publisher.global);
                     Source::Fed(start_feed(
                         config, &plan, &publisher, schedule, base_index, open_count, frames,
                     )?)
                 } else {
-                    Source::Presigned(Arc::new(frames))
+                    match config.transport {
+                        Transport::Tcp => Source::Presigned(Arc::new(frames)),
+                        Transport::Ws => Source::PresignedWs(Arc::new(frames), Masker::new()),
+                    }
                 }
             };
             Ok(SendTask {
@@ -801,12 +811,22 @@ fn build_buckets(
         .map(|_| Vec::new())
         .collect();
     let (mut plain_slot, mut verifying_slot) = (0usize, 0usize);
+    // A counting stream divides its bytes by one delivery's wire size: over WebSocket the
+    // server's message header is part of it.
     let frame_of = |cohort: u32| {
         frame_bytes
             .get(cohort as usize)
             .cloned()
             .unwrap_or_else(|| Err(format!("no cohort {cohort}")))
+            .map(|frame| match config.transport {
+                Transport::Tcp => frame,
+                Transport::Ws => websocket::message_bytes(frame),
+            })
             .map_err(RunError::Failed)
+    };
+    let endpoint_wire = match (wire, config.transport) {
+        (Wire::Bps, Transport::Ws) => Wire::WebSocket,
+        _ => wire,
     };
     for subscriber in subscribers {
         let cohort = plan
@@ -821,7 +841,7 @@ fn build_buckets(
                 Check::Bytes
             }
             (CheckKind::Compare, _) => Check::Stamp,
-            (CheckKind::Count, Wire::Bps) => Check::Count {
+            (CheckKind::Count, Wire::Bps | Wire::WebSocket) => Check::Count {
                 frame_bytes: frame_of(subscriber.cohort)?,
                 payload_bytes: config.size,
             },
@@ -844,7 +864,7 @@ fn build_buckets(
         let endpoint = Endpoint::new(
             subscriber.stream,
             &subscriber.leftover,
-            wire,
+            endpoint_wire,
             subscriber.cohort,
             subscriber.cohort * plan.publishers_per_cohort,
             plan.publishers_per_cohort,
@@ -1018,13 +1038,13 @@ fn join_subscriber(
         .map(IpAddr::V4);
     let kind = config.check_of(member);
     let (stream, leftover) = match wire {
-        Wire::Bps => {
+        Wire::Bps | Wire::WebSocket => {
             let addr = cohort
                 .subscribers
                 .get(member as usize)
                 .copied()
                 .unwrap_or([0; 20]);
-            let joined = join(&config.target, source, cohort, &addr)?;
+            let joined = join(config, source, cohort, &addr)?;
             (joined.stream, joined.leftover)
         }
         Wire::Nats => {
@@ -1049,12 +1069,13 @@ fn join_subscriber(
 }
 
 fn join(
-    target: &str,
+    config: &LoadConfig,
     source: Option<IpAddr>,
     cohort: &CohortPlan,
     addr: &[u8; 20],
 ) -> Result<dial::Joined, RunError> {
-    dial::join(target, source, &cohort.spec, addr).map_err(|error| match error {
+    let joined = dial::join(&config.target, source, &cohort.spec, addr, config.transport);
+    joined.map_err(|error| match error {
         JoinError::Refused(status) => RunError::Refused(format!(
             "join of cohort {} refused: {}{}",
             cohort.index,
@@ -1119,7 +1140,7 @@ fn join_publisher(
             leftover: connected.leftover,
         });
     }
-    let mut joined = join(&config.target, source, cohort, &publisher.key.address())?;
+    let mut joined = join(config, source, cohort, &publisher.key.address())?;
     let mut client = Publisher::new(
         cohort.spec,
         publisher.key.clone(),
@@ -1137,10 +1158,11 @@ fn join_publisher(
             .ok_or_else(|| {
                 RunError::Failed("a pending publisher has no claim to send".to_owned())
             })?;
-        joined
-            .stream
-            .write_all(&claim.signed.frame)
-            .map_err(failed("claim"))?;
+        let claim = match config.transport {
+            Transport::Tcp => claim.signed.frame.to_vec(),
+            Transport::Ws => Framing::wrap(&claim.signed.frame),
+        };
+        joined.stream.write_all(&claim).map_err(failed("claim"))?;
         client.mark_sent();
     }
     Ok(JoinedPublisher {

@@ -1,5 +1,6 @@
 //! The publishing side of the generator: threads that each drive a few publisher streams,
-//! writing presigned frames (or, for NATS, freshly stamped `PUB` messages) on the schedule.
+//! writing presigned frames (over WebSocket each masked into one message; for NATS, freshly
+//! stamped `PUB` messages) on the schedule.
 //!
 //! Owns: [`Source`] (where a message's bytes come from), [`SendTask`] (one publisher
 //! stream), the send loop ([`run`], one thread over its tasks) and its [`SendOutcome`]s.
@@ -36,6 +37,7 @@ use crate::load::shared::Shared;
 use crate::load::sign_feed::SignFeed;
 use crate::load::stamp::{Stamp, payload};
 use crate::load::thread_cpu::{CpuMeter, ThreadCpu};
+use crate::load::websocket::Masker;
 
 /// Publishers one sending thread drives by default: one `ppoll` over this many sockets
 /// stays cheap, and a few threads instead of one per publisher keep a thousand live
@@ -64,6 +66,9 @@ pub enum Source {
     Presigned(Arc<Vec<Bytes>>),
     /// BPS: frames signed during the run, a bounded distance ahead (`--sign-ahead`).
     Fed(SignFeed),
+    /// BPS over the WebSocket endpoint: the same frames, each masked into one binary
+    /// message as it is copied into the write buffer (a fresh key each).
+    PresignedWs(Arc<Vec<Bytes>>, Masker),
     /// NATS: `PUB <subject> <size>\r\n<payload>\r\n`, stamped at write time.
     Nats {
         /// The cohort's subject.
@@ -81,7 +86,7 @@ impl Source {
     /// Messages available (`None`: unbounded).
     fn limit(&self) -> Option<u64> {
         match self {
-            Self::Presigned(frames) => Some(frames.len() as u64),
+            Self::Presigned(frames) | Self::PresignedWs(frames, _) => Some(frames.len() as u64),
             Self::Fed(feed) => Some(feed.count()),
             Self::Nats { .. } => None,
         }
@@ -98,6 +103,11 @@ impl Source {
             }
             Self::Fed(feed) => {
                 out.extend_from_slice(&feed.frame(sequence).map_err(io::Error::other)?)
+            }
+            Self::PresignedWs(frames, masker) => {
+                if let Some(frame) = usize::try_from(sequence).ok().and_then(|at| frames.get(at)) {
+                    masker.append(sequence, frame, out);
+                }
             }
             Self::Nats {
                 subject,

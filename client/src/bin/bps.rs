@@ -141,8 +141,9 @@ enum KeyCommand {
 /// Where to connect.
 #[derive(Debug, Args)]
 struct ConnectionArgs {
-    /// The broker, HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// The broker: HOST:PORT (TCP) or ws://HOST:PORT/bps/v1 (its native WebSocket
+    /// endpoint, one BPS frame per message; port 1639 by default).
+    #[arg(long, value_name = "HOST:PORT|ws://HOST:PORT/bps/v1")]
     target: String,
     /// Give up after this many milliseconds.
     #[arg(long, value_name = "N")]
