@@ -27,14 +27,15 @@
 //! cached owner in a batch verified together with one batched ECDSA check (see
 //! [`crate::verifier`]); each result is exactly [`crate::verify`]'s.
 //!
-//! When a batch closes: at `batch_jobs_max` jobs, or when the queue is empty and the
-//! oldest job in hand was submitted `batch_wait_us` ago, whichever comes first. The wait is
-//! counted from the oldest job's `submit`, not from when the worker took it, so batching
-//! never holds a job back by more than `batch_wait_us` in total: under load the queue is
-//! full, the oldest job has already waited longer, and batches close at once at whatever
-//! size the queue gives (up to the maximum); when the pool is idle, a lone job waits at
-//! most `batch_wait_us` for company that a batched check can verify more cheaply. Zero
-//! turns the wait off (a batch is then whatever is queued when the worker looks).
+//! When a batch closes: at `batch_jobs_max` jobs, at the worker's share while jobs are
+//! queued, or when the queue is empty and the oldest job in hand was submitted
+//! `batch_wait_us` ago, whichever comes first. The wait is counted from the oldest job's
+//! `submit`, not from when the worker took it, so batching never holds a job back by more
+//! than `batch_wait_us` in total: under load the queue is full, the oldest job has already
+//! waited longer, and batches close at once at whatever size the queue gives (up to the
+//! maximum and the share); when the pool is idle, a lone job waits at most `batch_wait_us`
+//! for company that a batched check can verify more cheaply. Zero turns the wait off (a
+//! batch is then what is queued when the worker looks, up to its share).
 
 use std::borrow::Borrow;
 use std::fmt;
