@@ -5,23 +5,37 @@
 //! `submit` fails fast with [`PoolFull`] at the queue bound, which is the designed
 //! backpressure point (the broker keeps the job and stops reading that stream).
 //!
-//! A batch is the unit of work: a worker blocks for the first job, then takes whatever
-//! else is queued, up to `batch_jobs_max`, and hands all results of the batch to the
-//! completion callback in one call (in the order the jobs were taken), so the broker wakes
-//! the asking core once per batch rather than once per chunk.
+//! A batch is the unit of work: a worker blocks for the first job, then takes what else is
+//! queued, up to `batch_jobs_max` and up to its share (below), and hands all results of the
+//! batch to the completion callback in one call (in the order the jobs were taken), so the
+//! broker wakes the asking core once per batch rather than once per chunk.
+//!
+//! A worker's share: while jobs are queued, a worker stops taking them once it holds
+//! `ceil((held + queued) / workers)`, so a burst is split across every worker instead of
+//! going whole to the first one awake. One hot publisher's frames arrive as such bursts (a
+//! core submits every frame of a read at once, and the stream's read window bounds how
+//! many are in flight), and its results are applied in stream order, so a burst verified by
+//! one worker while the others idle would cost the whole burst's time on one core. The
+//! share does not look at whether the other workers are busy: measured at N = 1 with two
+//! workers (docs/BENCHMARKS.md, "Two cores at N = 1"), leaving work only for idle workers
+//! did worse, because smaller batches finish, and release their stream's next frames,
+//! sooner. A job left in the queue is never stranded: a worker parked for its first job is
+//! parked in the channel, which wakes one for every job sent, and a worker that finishes
+//! comes back for more. With one worker the share is everything queued, as before.
 //!
 //! Each worker owns a [`Verifier`]: multi-lane BMT, a key cache, and the jobs of every
 //! cached owner in a batch verified together with one batched ECDSA check (see
 //! [`crate::verifier`]); each result is exactly [`crate::verify`]'s.
 //!
-//! When a batch closes: at `batch_jobs_max` jobs, or when the queue is empty and the
-//! oldest job in hand was submitted `batch_wait_us` ago, whichever comes first. The wait is
-//! counted from the oldest job's `submit`, not from when the worker took it, so batching
-//! never holds a job back by more than `batch_wait_us` in total: under load the queue is
-//! full, the oldest job has already waited longer, and batches close at once at whatever
-//! size the queue gives (up to the maximum); when the pool is idle, a lone job waits at
-//! most `batch_wait_us` for company that a batched check can verify more cheaply. Zero
-//! turns the wait off (a batch is then whatever is queued when the worker looks).
+//! When a batch closes: at `batch_jobs_max` jobs, at the worker's share while jobs are
+//! queued, or when the queue is empty and the oldest job in hand was submitted
+//! `batch_wait_us` ago, whichever comes first. The wait is counted from the oldest job's
+//! `submit`, not from when the worker took it, so batching never holds a job back by more
+//! than `batch_wait_us` in total: under load the queue is full, the oldest job has already
+//! waited longer, and batches close at once at whatever size the queue gives (up to the
+//! maximum and the share); when the pool is idle, a lone job waits at most `batch_wait_us`
+//! for company that a batched check can verify more cheaply. Zero turns the wait off (a
+//! batch is then what is queued when the worker looks, up to its share).
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -254,6 +268,9 @@ fn work<T>(
         let deadline = first.queued_at + wait;
         batch.push(first);
         while batch.len() < config.batch_jobs_max {
+            if holds_share(batch.len(), receiver.len(), config.workers) {
+                break;
+            }
             let job = match receiver.try_recv() {
                 Ok(job) => job,
                 // A deadline already past returns at once.
@@ -301,6 +318,13 @@ fn work<T>(
         reported = now;
         on_batch(done);
     }
+}
+
+/// Whether a worker holding `held` jobs, with `queued` more in the queue, has its share of
+/// them among `workers` (module docs); with nothing queued it may wait for more up to its
+/// deadline.
+fn holds_share(held: usize, queued: usize, workers: usize) -> bool {
+    queued > 0 && held >= (held + queued).div_ceil(workers)
 }
 
 fn micros(since: Instant, until: Instant) -> u64 {
@@ -447,6 +471,101 @@ mod tests {
         let latencies = receiver.recv().expect("batch");
         assert_eq!(latencies.len(), 1);
         assert!(latencies[0] >= BATCH_WAIT_US_MAX, "{latencies:?}");
+    }
+
+    #[test]
+    fn a_share_is_everything_for_one_worker_and_a_fair_part_for_several() {
+        for held in 1..70 {
+            assert!(!holds_share(held, 5, 1), "one worker takes all it is given");
+        }
+        assert!(!holds_share(1, 31, 2));
+        assert!(!holds_share(15, 17, 2));
+        assert!(holds_share(16, 16, 2));
+        assert!(!holds_share(10, 22, 3));
+        assert!(holds_share(11, 21, 3));
+        assert!(holds_share(1, 1, 2), "two jobs for two workers: one each");
+        assert!(
+            !holds_share(1, 0, 2),
+            "with nothing queued a worker may wait for company"
+        );
+    }
+
+    /// One owner's burst of 32 jobs, queued while both workers were held: each worker takes
+    /// at most half, both take part (the first batch on each thread waits, a bounded time,
+    /// until the other worker has one too, so a worker that took everything would show),
+    /// and every batch keeps submit order.
+    #[test]
+    fn two_workers_each_take_part_of_one_owners_burst() {
+        use std::sync::atomic::AtomicBool;
+        const JOBS: u8 = 32;
+        let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Mutex::new(gate);
+        let (sender, receiver) = mpsc::channel();
+        let sender = Mutex::new(sender);
+        let workers_with_a_batch = Arc::new(AtomicUsize::new(0));
+        thread_local! {
+            static HAD_A_BATCH: AtomicBool = const { AtomicBool::new(false) };
+        }
+        let pool = Pool::start(
+            PoolConfig {
+                workers: 2,
+                queue_jobs_max: 64,
+                batch_jobs_max: 64,
+                batch_wait_us: 0,
+                key_cache_keys_max: 8,
+            },
+            move |_| {
+                let _ = gate.lock().expect("gate").recv();
+            },
+            move |batch: Vec<Done<u8>>| {
+                let name = std::thread::current().name().map(str::to_owned);
+                let tags: Vec<(u8, bool)> = batch
+                    .iter()
+                    .map(|done| (done.tag, done.result.is_ok()))
+                    .collect();
+                sender
+                    .lock()
+                    .expect("test channel")
+                    .send((name, tags))
+                    .expect("receiver alive");
+                if !HAD_A_BATCH.with(|had| had.swap(true, Ordering::Relaxed)) {
+                    workers_with_a_batch.fetch_add(1, Ordering::Relaxed);
+                    let until = Instant::now() + Duration::from_secs(5);
+                    while workers_with_a_batch.load(Ordering::Relaxed) < 2 && Instant::now() < until
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            },
+        );
+        for tag in 0..JOBS {
+            assert!(pool.submit(tag, request(&key, tag, key.address())).is_ok());
+        }
+        release.send(()).expect("a worker waiting");
+        release.send(()).expect("a worker waiting");
+        let mut seen = Vec::new();
+        let mut names = std::collections::BTreeSet::new();
+        while seen.len() < usize::from(JOBS) {
+            let (name, tags) = receiver
+                .recv_timeout(Duration::from_secs(10))
+                .expect("a batch");
+            assert!(tags.len() <= usize::from(JOBS / 2), "{tags:?}");
+            assert!(
+                tags.windows(2).all(|pair| pair[0].0 < pair[1].0),
+                "{tags:?}"
+            );
+            names.insert(name.expect("workers are named"));
+            seen.extend(tags);
+        }
+        assert_eq!(
+            names.len(),
+            2,
+            "both workers verified part of it: {names:?}"
+        );
+        seen.sort_unstable();
+        let expected: Vec<(u8, bool)> = (0..JOBS).map(|tag| (tag, true)).collect();
+        assert_eq!(seen, expected);
     }
 
     #[test]

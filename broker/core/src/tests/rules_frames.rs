@@ -634,3 +634,51 @@ fn r29_a_publisher_stream_beyond_the_per_address_bound_resets_the_oldest() {
     assert_eq!(rig.cohort_count(&explicit_spec, Counter::Superseded), 1);
     assert_eq!(rig.count(Counter::Superseded), 2);
 }
+
+/// Two verification workers may finish a stream's frames in any order (the pool splits one
+/// owner's burst between them): results that come back late-first are held until every
+/// earlier frame's result is in, then applied in read order.
+#[test]
+fn results_finished_out_of_order_are_applied_in_read_order() {
+    let mut rig = Rig::new();
+    let (_spec, admin) = live_stream(&mut rig);
+    let frames: Vec<Bytes> = (0..4).map(|index| admin.data(index, b"split")).collect();
+    let mut jobs = Vec::new();
+    for frame in &frames {
+        for action in rig.feed(sid(1), frame) {
+            match action {
+                Action::Verify { ticket, request } => jobs.push((ticket, request)),
+                other => panic!("only a verification is due yet: {other:?}"),
+            }
+        }
+    }
+    assert_eq!(
+        jobs.len(),
+        frames.len(),
+        "a proven stream's frames verify at once"
+    );
+    let mut later_half = jobs.split_off(2);
+    later_half.reverse();
+    for (ticket, request) in later_half {
+        let result = bps_verify::verify(&request);
+        rig.machine.on_verified(rig.now, ticket, result);
+        assert_eq!(
+            rig.drain(),
+            vec![],
+            "nothing before the first frame's result"
+        );
+    }
+    let mut applied = Vec::new();
+    for (ticket, request) in jobs.into_iter().rev() {
+        let result = bps_verify::verify(&request);
+        rig.machine.on_verified(rig.now, ticket, result);
+        applied.push(rig.drain());
+    }
+    assert_eq!(applied[0], vec![], "frame 1 still waits for frame 0");
+    let mut in_order = Vec::new();
+    for frame in &frames {
+        in_order.extend([consumed(sid(1)), deliver(frame, &[sid(2)])]);
+    }
+    assert_eq!(applied[1], in_order);
+    assert!(rig.all_consumed());
+}
