@@ -1,10 +1,11 @@
 //! Black-box: `bps sub --json` knows what comes next (issue 13, item 4), through the real
 //! broker binary and the real `bps` binary. Publishers skip indices; the subscriber's lines
-//! must report each gap with its missing range and, after each delivery, the SOC address of
-//! that publisher's next update. The test derives every such address itself from BPS.md
-//! (§1.1 for session feeds, §4 for the implicit FEED_TOPIC feed, §3 for the SOC address) and
-//! checks it against the address of the frame delivered next: equal where the next delivered
-//! index is the expected one, different where the publisher skipped.
+//! must report each gap with its missing range (per writer on the implicit FEED_TOPIC feed)
+//! and, after each delivery, the SOC address of that publisher's next update. The test
+//! derives every such address itself from BPS.md (§1.1 for session feeds, §4 for the
+//! implicit FEED_TOPIC feed, §3 for the SOC address) and checks it against the address of the
+//! frame delivered next: equal where the next delivered index is the expected one, different
+//! where the publisher skipped.
 //!
 //! Owns: the independent derivation (tiny-keccak over the byte strings BPS.md names) and the
 //! checks of the JSON lines.
@@ -350,7 +351,7 @@ fn feed_updates(writer: &SigningKey, topic: &Hash, indices: &[u64]) -> Vec<Sent>
 }
 
 #[test]
-fn sub_json_names_each_writers_next_feed_update_under_implicit_feed_topic() {
+fn sub_json_reports_each_writers_gaps_and_next_feed_update_under_implicit_feed_topic() {
     let broker = Broker::start(&[STREAMS_PER_PEER]);
     let spec = implicit(topic(2), Binding::FeedTopic);
     let writers = [key(2), key(3)];
@@ -374,12 +375,55 @@ fn sub_json_names_each_writers_next_feed_update_under_implicit_feed_topic() {
         }
     }
     let lines = sub.finish();
-    assert_eq!(kinds(&lines), vec!["data"; total], "{lines:#?}");
+    let gap_count: usize = FEED_INDICES
+        .iter()
+        .map(|indices| gaps_in(indices).len())
+        .sum();
+    let data_count = kinds(&lines).iter().filter(|kind| **kind == "data").count();
+    assert_eq!(data_count, total, "{lines:#?}");
+    assert_eq!(
+        lines.len(),
+        total + gap_count,
+        "data and gap lines only: {lines:#?}"
+    );
 
     let mut by_owner: HashMap<Address, Vec<&Value>> = HashMap::new();
-    for line in &lines {
-        by_owner.entry(owner_of(line)).or_default().push(line);
+    let mut gaps_by_owner: HashMap<Address, Vec<(u64, u64)>> = HashMap::new();
+    for (position, line) in lines.iter().enumerate() {
+        let owner = owner_of(line);
+        if line["kind"] == "gap" {
+            // Just before the writer's update that jumped, and starting where that writer's
+            // previous line said its next update would be.
+            let (expected, got) = (number(line, "expected"), number(line, "got"));
+            let jumped = &lines[position + 1];
+            assert_eq!(
+                (jumped["kind"].as_str(), owner_of(jumped)),
+                (Some("data"), owner)
+            );
+            assert_eq!(number(jumped, "index"), got);
+            let previous = by_owner.get(&owner).and_then(|seen| seen.last());
+            let previous = previous.unwrap_or_else(|| panic!("a gap on a first update: {line}"));
+            assert_eq!(number(previous, "next_index"), expected);
+            gaps_by_owner
+                .entry(owner)
+                .or_default()
+                .push((expected, got));
+            continue;
+        }
+        by_owner.entry(owner).or_default().push(line);
     }
+    for (writer, indices) in writers.iter().zip(FEED_INDICES) {
+        assert_eq!(
+            gaps_by_owner.remove(&writer.address()).unwrap_or_default(),
+            gaps_in(&indices),
+            "the gaps of 0x{}",
+            hex_of(&writer.address())
+        );
+    }
+    assert!(
+        gaps_by_owner.is_empty(),
+        "gaps of no writer: {gaps_by_owner:?}"
+    );
     let (mut followed, mut skipped) = (0, 0);
     for (writer, sent) in writers.iter().zip(&updates) {
         let owner = writer.address();
@@ -390,12 +434,8 @@ fn sub_json_names_each_writers_next_feed_update_under_implicit_feed_topic() {
         followed += writer_followed;
         skipped += writer_skipped;
     }
-    let gaps: usize = FEED_INDICES
-        .iter()
-        .map(|indices| gaps_in(indices).len())
-        .sum();
     assert_eq!(
         (followed, skipped),
-        (total - FEED_INDICES.len() - gaps, gaps)
+        (total - FEED_INDICES.len() - gap_count, gap_count)
     );
 }

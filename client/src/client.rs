@@ -13,7 +13,9 @@
 //!   feed update under implicit FEED_TOPIC (see [`crate::subscriber`], item 5);
 //! - `gap`, just before a `data` line whose index is above its publisher's cursor:
 //!   `owner`, `expected`, `got` (indices `expected..got` never arrived; a publisher's first
-//!   frame, or its first after an eviction, is never a gap);
+//!   frame, or its first after an eviction, is never a gap). Under implicit FEED_TOPIC the
+//!   publisher is the feed writer and its cursor follows the highest index it wrote (see
+//!   [`crate::subscriber`], item 4); the other implicit bindings have no gaps;
 //! - `evicted`, just after a `data` line whose publisher, new to the full cursor table,
 //!   pushed the least recently advanced one out: `owner`, `cursor` (its next index then).
 //!   That publisher's cursor restarts, so a retransmit of its older frames could be shown

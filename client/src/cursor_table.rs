@@ -1,6 +1,6 @@
-//! The per-publisher DATA cursors of one cohort (R27 mirrored on the client, R41): the next
-//! index expected from each owner, for at most a fixed number of owners, the least recently
-//! advanced evicted first.
+//! The per-publisher DATA cursors of one cohort (R27 mirrored on the client, R41; under
+//! implicit FEED_TOPIC the feed's writers): the next index expected from each owner, for at
+//! most a fixed number of owners, the least recently advanced evicted first.
 //!
 //! Owns: [`CursorTable`] (look up, advance with the eviction it caused),
 //! [`EvictedCursor`] and the default bound [`CURSORS_PER_SUBSCRIBER_MAX`].
@@ -8,8 +8,8 @@
 //! Never: decides what is a retransmit or a gap (the subscriber compares), or persists.
 //! An evicted owner is unknown again: its next frame is taken at any index, so a retransmit
 //! of its older frames can be accepted once more (the risk R27 accepts for the broker's
-//! table, taken on the client for the same reason: a flood of fresh keys under ALL must not
-//! grow memory).
+//! table, taken on the client for the same reason: a flood of fresh keys under ALL or on a
+//! graffiti feed must not grow memory).
 
 use std::collections::{BTreeMap, HashMap};
 

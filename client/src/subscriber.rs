@@ -2,7 +2,8 @@
 //! and 10, SWIP-74 item 10).
 //!
 //! Owns: [`Subscriber`], the receiving side's state for one cohort — the roster and its
-//! cursor, a bounded table of per-publisher DATA cursors ([`crate::cursor_table`]), and
+//! cursor, a bounded table of per-publisher DATA cursors ([`crate::cursor_table`], per
+//! owner under implicit FEED_TOPIC too), and
 //! (implicit authorship) a bounded window of recently seen chunks
 //! ([`crate::dedup_window`]), both sized by [`SubscriberLimits`] — and what each frame
 //! becomes: a typed [`Event`], within a [`Received`] that also carries what the subscriber
@@ -21,7 +22,12 @@
 //!    is a liveness fault (reported on the event, the roster still applies); a DATA index
 //!    above the cursor of a publisher already held is a gap ([`Received::gap`]: updates
 //!    were skipped or missed, which R27 allows), while a publisher's first frame, or its
-//!    first after an eviction, is never one;
+//!    first after an eviction, is never one. Under implicit FEED_TOPIC each owner (the
+//!    recovered signer of a graffiti-feed update) has a cursor in the same table, one past
+//!    the highest feed index seen from it, and an index above it is a gap in the same way;
+//!    a lower index is no retransmit there (dedup is the R28 window, and a writer may
+//!    publish out of order): it is delivered, without a gap, and leaves the cursor where it
+//!    was. The other implicit bindings have no index sequence, so no cursor and no gap;
 //! 5. an accepted DATA or ROSTER names where the next update of its feed will be
 //!    ([`Received::next`], [`NextUpdate`]), the SOC address an application can wait for or
 //!    fetch from Swarm storage. With `n` = index + 1: on a session feed (explicit and ALL)
@@ -34,7 +40,7 @@
 //!    EOS, or when n would be 2^64 − 1, which no publisher may use (D13).
 //!
 //! Bounds: every table that grows with what peers send is bounded. The cursor table keeps at
-//! most [`SubscriberLimits::cursors_max`] publishers (default
+//! most [`SubscriberLimits::cursors_max`] publishers or feed writers (default
 //! [`CURSORS_PER_SUBSCRIBER_MAX`]); a new publisher in a full table evicts the least
 //! recently advanced one, reported on [`Received::evicted`] and counted
 //! ([`Subscriber::cursors_evicted`]). An evicted publisher's cursor restarts: its next frame
@@ -64,7 +70,8 @@ use crate::dedup_window::{DedupWindow, IMPLICIT_DEDUP_CHUNKS_MAX};
 /// The bounds of a subscriber's tables (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubscriberLimits {
-    /// Per-publisher DATA cursors kept under explicit authorship and ALL (at least 1).
+    /// Per-publisher DATA cursors kept under explicit authorship, ALL and implicit
+    /// FEED_TOPIC (at least 1).
     pub cursors_max: usize,
     /// Chunks remembered for dedup under implicit authorship (at least 1).
     pub implicit_dedup_chunks_max: usize,
@@ -84,8 +91,9 @@ impl Default for SubscriberLimits {
 pub struct Received {
     /// The verdict.
     pub event: Event,
-    /// An accepted DATA (explicit and ALL) above its publisher's cursor: the indices from
-    /// `expected` to `got − 1` never arrived. A ROSTER's gap is on [`Event::Roster`].
+    /// An accepted DATA (explicit, ALL, implicit FEED_TOPIC) above its publisher's cursor:
+    /// the indices from `expected` to `got − 1` never arrived (module docs, item 4). A
+    /// ROSTER's gap is on [`Event::Roster`].
     pub gap: Option<IndexGap>,
     /// An accepted DATA or ROSTER: where the next update of its feed will be.
     pub next: Option<NextUpdate>,
@@ -343,7 +351,8 @@ impl Subscriber {
         self.roster_cursor
     }
 
-    /// The next DATA index expected from `owner` (0 if never seen, or evicted).
+    /// The next DATA index expected from `owner` (0 if never seen, or evicted; under
+    /// implicit FEED_TOPIC one past the highest feed index seen from it).
     pub fn cursor(&self, owner: &Address) -> u64 {
         self.cursors.get(owner).unwrap_or(0)
     }
@@ -476,12 +485,7 @@ impl Subscriber {
                 index,
                 payload: payload_of(&broadcast.soc),
             },
-            gap: known
-                .filter(|cursor| index > *cursor)
-                .map(|expected| IndexGap {
-                    expected,
-                    got: index,
-                }),
+            gap: gap_above(known, index),
             next: self.next_on_session_feed(Kind::Data, challenge, index, &owner),
             evicted,
         })
@@ -561,22 +565,43 @@ impl Subscriber {
                 key: verified.dedup_key,
             });
         }
-        let next = (self.spec.binding == Binding::FeedTopic)
-            .then(|| next_index(broadcast.index))
-            .flatten()
-            .map(|next| NextUpdate {
+        let index = broadcast.index;
+        let event = Event::Data {
+            owner: verified.owner,
+            index,
+            payload: payload_of(&broadcast.soc),
+        };
+        if self.spec.binding != Binding::FeedTopic {
+            return Ok(event.into());
+        }
+        let (gap, evicted) = self.follow_feed_writer(verified.owner, index);
+        Ok(Received {
+            event,
+            gap,
+            next: next_index(index).map(|next| NextUpdate {
                 index: next,
                 address: soc_address(feed_id(self.spec.topic, next), verified.owner),
-            });
-        Ok(Received {
-            next,
-            ..Event::Data {
-                owner: verified.owner,
-                index: broadcast.index,
-                payload: payload_of(&broadcast.soc),
-            }
-            .into()
+            }),
+            evicted,
         })
+    }
+
+    /// Implicit FEED_TOPIC: moves `owner`'s cursor past the highest index seen and returns
+    /// the gap above the cursor it had and the cursor its arrival evicted (module docs,
+    /// item 4). A lower index leaves the cursor where it was (the owner still becomes the
+    /// most recent in the table: it is writing).
+    fn follow_feed_writer(
+        &mut self,
+        owner: Address,
+        index: u64,
+    ) -> (Option<IndexGap>, Option<EvictedCursor>) {
+        let known = self.cursors.get(&owner);
+        // Index 2^64 − 1 passes the implicit shape; no index lies above it, so a cursor
+        // held there reports no gap and needs no room past it.
+        let cursor = known.unwrap_or(0).max(index.saturating_add(1));
+        let evicted = self.cursors.advance(owner, cursor);
+        self.cursors_evicted += u64::from(evicted.is_some());
+        (gap_above(known, index), evicted)
     }
 }
 
@@ -595,6 +620,17 @@ fn admit_eos(
     validate_soc_at(&broadcast.soc, &soc_address(soc.id, admin))
         .map_err(|error| invalid(error.into()))?;
     Ok(Event::Eos)
+}
+
+/// The gap `index` makes above the cursor `known` of its publisher; none for a publisher
+/// not held (its first frame, or its first after an eviction).
+fn gap_above(known: Option<u64>, index: u64) -> Option<IndexGap> {
+    known
+        .filter(|cursor| index > *cursor)
+        .map(|expected| IndexGap {
+            expected,
+            got: index,
+        })
 }
 
 /// The index after `index` on a feed, unless it would be 2^64 − 1, which no publisher may
@@ -1538,7 +1574,7 @@ mod tests {
                     address: address_of(&pair[1].soc, &owner)
                 }
             );
-            assert_eq!(received.gap, None, "no cursors under implicit authorship");
+            assert_eq!(received.gap, None, "consecutive feed updates");
         }
         // Any owner may write a graffiti feed: the next update is the same signer's.
         let other = key(4);
@@ -1558,6 +1594,134 @@ mod tests {
         let received = subscriber.receive_broadcast(&frame);
         assert!(matches!(received.event, Event::Data { .. }));
         assert_eq!(received.next, None);
+    }
+
+    /// Update `index` of the implicit FEED_TOPIC feed on [`TOPIC`], written by `writer`.
+    fn feed_update(writer: &SigningKey, index: u64) -> Broadcast {
+        sign_implicit(writer, &feed_id(TOPIC, index), Some(index), b"update").broadcast
+    }
+
+    fn gap(expected: u64, got: u64) -> Option<IndexGap> {
+        Some(IndexGap { expected, got })
+    }
+
+    #[test]
+    fn implicit_feed_topic_gaps_are_reported_per_owner() {
+        let feed = spec(None, Binding::FeedTopic, false);
+        let mut subscriber = Subscriber::new(feed);
+        let (first, second) = (key(3), key(4));
+        // Two graffiti writers interleaved on one feed, each skipping on its own.
+        let deliveries = [
+            (&first, 0, None),
+            (&second, 10, None),
+            (&first, 1, None),
+            (&second, 12, gap(11, 12)),
+            (&first, 4, gap(2, 4)),
+            (&second, 13, None),
+            (&first, 5, None),
+            (&second, 20, gap(14, 20)),
+        ];
+        for (writer, index, expected) in deliveries {
+            let received = subscriber.receive_broadcast(&feed_update(writer, index));
+            assert_eq!(
+                received.event,
+                data(writer, index, b"update"),
+                "{index} delivered"
+            );
+            assert_eq!(received.gap, expected, "index {index}");
+            assert_eq!(received.evicted, None);
+        }
+        assert_eq!(subscriber.cursor(&first.address()), 6);
+        assert_eq!(subscriber.cursor(&second.address()), 21);
+        assert_eq!(subscriber.cursor_count(), 2);
+        // The other implicit bindings have no index sequence: no cursor, no gap.
+        let mnemonic = spec(None, Binding::Mnemonic, false);
+        let mut subscriber = Subscriber::new(mnemonic);
+        for index in [0, 5, 9] {
+            let received = subscriber.receive_broadcast(&feed_update(&first, index));
+            assert!(matches!(received.event, Event::Data { .. }));
+            assert_eq!((received.gap, received.evicted), (None, None));
+        }
+        assert_eq!(subscriber.cursor_count(), 0);
+    }
+
+    #[test]
+    fn implicit_feed_topic_a_lower_index_is_delivered_without_a_gap_and_keeps_the_cursor() {
+        let writer = key(3);
+        let feed = spec(None, Binding::FeedTopic, false);
+        let mut subscriber = Subscriber::new(feed);
+        for index in [5, 6] {
+            subscriber.receive_broadcast(&feed_update(&writer, index));
+        }
+        // Out of order: not a retransmit under implicit authorship (R28 dedups).
+        let late = subscriber.receive_broadcast(&feed_update(&writer, 2));
+        assert_eq!(late.event, data(&writer, 2, b"update"));
+        assert_eq!(late.gap, None);
+        assert_eq!(next(&late).index, 3, "the update after the one delivered");
+        assert_eq!(subscriber.cursor(&writer.address()), 7, "not moved back");
+        assert!(matches!(
+            reason(subscriber.on_broadcast(&feed_update(&writer, 2))),
+            DropReason::Duplicate { .. }
+        ));
+        assert_eq!(
+            subscriber.receive_broadcast(&feed_update(&writer, 9)).gap,
+            gap(7, 9),
+            "measured from the highest index seen"
+        );
+        // The last index the shape admits: no index lies above a cursor held there.
+        for index in [u64::MAX - 1, u64::MAX, 3] {
+            let received = subscriber.receive_broadcast(&feed_update(&writer, index));
+            assert!(matches!(received.event, Event::Data { .. }), "{index}");
+            let expected = (index == u64::MAX - 1).then_some(IndexGap {
+                expected: 10,
+                got: index,
+            });
+            assert_eq!(received.gap, expected, "index {index}");
+        }
+        assert_eq!(subscriber.cursor(&writer.address()), u64::MAX);
+    }
+
+    #[test]
+    fn implicit_feed_topic_an_evicted_writer_restarts_without_a_gap() {
+        let feed = spec(None, Binding::FeedTopic, false);
+        let limits = SubscriberLimits {
+            cursors_max: 1,
+            ..SubscriberLimits::default()
+        };
+        let mut subscriber = Subscriber::with_limits(feed, limits);
+        let (first, second) = (key(3), key(4));
+        assert_eq!(
+            subscriber
+                .receive_broadcast(&feed_update(&first, 0))
+                .evicted,
+            None
+        );
+        let newcomer = subscriber.receive_broadcast(&feed_update(&second, 4));
+        assert_eq!(
+            (newcomer.gap, newcomer.evicted),
+            (
+                None,
+                Some(EvictedCursor {
+                    owner: first.address(),
+                    cursor: 1
+                })
+            )
+        );
+        let back = subscriber.receive_broadcast(&feed_update(&first, 9));
+        assert_eq!(back.gap, None, "first frame after the eviction");
+        assert_eq!(
+            back.evicted,
+            Some(EvictedCursor {
+                owner: second.address(),
+                cursor: 5
+            })
+        );
+        assert_eq!(subscriber.cursors_evicted(), 2);
+        assert_eq!(
+            subscriber.receive_broadcast(&feed_update(&first, 11)).gap,
+            gap(10, 11),
+            "held again"
+        );
     }
 
     /// The whole DATA admission of a small cohort against the obvious model: a cursor per

@@ -3,7 +3,8 @@
  * and 10, SWIP-74 item 10), exactly as the Rust `bps_bench::subscriber` does it.
  *
  * Owns: `Admission`, the receiving side's state for one cohort (the roster and its cursor,
- * a bounded table of per-publisher DATA cursors, the bounded implicit dedup window) and the
+ * a bounded table of per-publisher DATA cursors, per owner under implicit FEED_TOPIC too,
+ * the bounded implicit dedup window) and the
  * typed `Verdict` each frame becomes. For every frame:
  * 1. the kind must be known (else dropped, R14, D12); AUTH is never delivered;
  * 2. explicit and ALL: the id is derived from the frame's own kind, the cohort topic, the
@@ -17,7 +18,13 @@
  *    cursor are retransmits; an index above the cursor of a feed already seen is reported
  *    on the verdict (`gap`) and the delivery still applies: for ROSTER, once a roster has
  *    been seen, a liveness fault (R41); for DATA, updates skipped or missed (R27 allows
- *    it), while a publisher's first frame, or its first after an eviction, is never a gap;
+ *    it), while a publisher's first frame, or its first after an eviction, is never a gap.
+ *    Under implicit FEED_TOPIC each owner (the recovered signer of a graffiti-feed update)
+ *    has a cursor in the same bounded table, one past the highest feed index seen from it,
+ *    and an index above it is a gap in the same way; a lower index is no retransmit there
+ *    (dedup is the R28 window, and a writer may publish out of order): it is delivered,
+ *    without a gap, and leaves the cursor where it was. The other implicit bindings have no
+ *    index sequence, so no cursor and no gap;
  * 5. an accepted DATA or ROSTER names where the next update of its feed will be (`next`, a
  *    `NextUpdate`: its index and SOC address), which an application can wait for or fetch
  *    from Swarm storage, as the Rust client's `Received::next`. With n = index + 1: on a
@@ -202,7 +209,10 @@ export class Admission {
     return this.#rosterCursor;
   }
 
-  /** The next DATA index expected from `owner` (0 if never seen or evicted). */
+  /**
+   * The next DATA index expected from `owner` (0 if never seen or evicted; under implicit
+   * FEED_TOPIC one past the highest feed index seen from it).
+   */
   cursor(owner: Uint8Array): bigint {
     return this.#cursors.get(owner) ?? 0n;
   }
@@ -316,18 +326,37 @@ export class Admission {
     const shaped = checkImplicit(binding, topic, broadcast.index, recovered);
     if (!shaped.ok) return fail({ code: "shape", fault: shaped.fault });
     if (!this.#seen.insert(shaped.value)) return fail({ code: "duplicate", key: shaped.value });
-    const next =
-      binding === TopicBinding.FEED_TOPIC
-        ? nextUpdate(broadcast.index, (index) => feedId(topic, index), recovered.owner)
-        : undefined;
+    const { owner, address } = recovered;
+    const index = broadcast.index;
+    const verdict: DataVerdict = { type: "data", owner, index, payload: broadcast.soc.slice(SOC_MIN_CHUNK_SIZE), address };
+    if (binding !== TopicBinding.FEED_TOPIC) return ok(verdict);
+    const next = nextUpdate(index, (at) => feedId(topic, at), owner);
+    const { gap, evicted } = this.#followFeedWriter(owner, index);
     return ok({
-      type: "data",
-      owner: recovered.owner,
-      index: broadcast.index,
-      payload: broadcast.soc.slice(SOC_MIN_CHUNK_SIZE),
-      address: recovered.address,
+      ...verdict,
       ...(next === undefined ? {} : { next }),
+      ...(gap === undefined ? {} : { gap }),
+      ...(evicted === undefined ? {} : { evicted }),
     });
+  }
+
+  /**
+   * Implicit FEED_TOPIC: moves `owner`'s cursor past the highest index seen and returns the
+   * gap above the cursor it had and the cursor its arrival evicted (module docs, item 4). A
+   * lower index leaves the cursor where it was (the owner still becomes the most recent in
+   * the table: it is writing).
+   */
+  #followFeedWriter(owner: Uint8Array, index: bigint): { gap?: IndexGap; evicted?: EvictedCursor } {
+    const known = this.#cursors.get(owner);
+    // Index 2^64-1 passes the implicit shape; no index lies above it, so a cursor held there
+    // reports no gap, needs no room past it, and stays a uint64 in the snapshot.
+    const past = index < U64_MAX ? index + 1n : U64_MAX;
+    const cursor = known !== undefined && known > past ? known : past;
+    const evicted = this.#cursors.advance(owner, cursor);
+    return {
+      ...(known !== undefined && index > known ? { gap: { expected: known, got: index } } : {}),
+      ...(evicted === undefined ? {} : { evicted }),
+    };
   }
 
   /** The roster, its cursor and the per-publisher cursors, for the caller's store. */

@@ -1,6 +1,7 @@
 /**
- * The per-publisher DATA cursors of one cohort (R27 mirrored on the client, R41): the next
- * index expected from each owner, bounded, least recently used evicted.
+ * The per-publisher DATA cursors of one cohort (R27 mirrored on the client, R41; under
+ * implicit FEED_TOPIC the feed's writers): the next index expected from each owner, bounded,
+ * least recently used evicted.
  *
  * Owns: `CursorTable` (get, advance with the eviction it caused, entries in LRU order).
  *

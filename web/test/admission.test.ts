@@ -326,6 +326,67 @@ describe("cursors", () => {
   });
 });
 
+describe("implicit FEED_TOPIC cursors", () => {
+  const feed = spec(undefined, TopicBinding.FEED_TOPIC);
+  const update = (writer: ReturnType<typeof key>, index: bigint) => signImplicit(writer, feedId(TOPIC, index), index, utf8("update")).broadcast;
+
+  it("report gaps per owner, two writers interleaved; other implicit bindings have none", () => {
+    const admission = new Admission(feed);
+    const [first, second] = [key(3), key(4)];
+    const deliveries: Array<[ReturnType<typeof key>, bigint, { expected: bigint; got: bigint } | undefined]> = [
+      [first, 0n, undefined],
+      [second, 10n, undefined],
+      [first, 1n, undefined],
+      [second, 12n, { expected: 11n, got: 12n }],
+      [first, 4n, { expected: 2n, got: 4n }],
+      [second, 13n, undefined],
+      [first, 5n, undefined],
+      [second, 20n, { expected: 14n, got: 20n }],
+    ];
+    for (const [writer, index, gap] of deliveries) {
+      const verdict = asData(admission.onBroadcast(update(writer, index)));
+      expect([hex(verdict.owner), verdict.index, verdict.gap, verdict.evicted], `index ${index}`).toEqual([hex(writer.address), index, gap, undefined]);
+    }
+    expect([admission.cursor(first.address), admission.cursor(second.address), admission.cursorCount]).toEqual([6n, 21n, 2]);
+    const mnemonic = new Admission(spec(undefined, TopicBinding.MNEMONIC));
+    for (const index of [0n, 5n, 9n]) {
+      const verdict = asData(mnemonic.onBroadcast(update(first, index)));
+      expect([verdict.gap, verdict.evicted], `index ${index}`).toEqual([undefined, undefined]);
+    }
+    expect(mnemonic.cursorCount).toBe(0);
+  });
+
+  it("deliver a lower index without a gap and keep the cursor; measure gaps from the highest index seen", () => {
+    const admission = new Admission(feed);
+    const writer = key(3);
+    for (const index of [5n, 6n]) asData(admission.onBroadcast(update(writer, index)));
+    const late = asData(admission.onBroadcast(update(writer, 2n)));
+    expect([late.index, late.gap, late.next?.index]).toEqual([2n, undefined, 3n]);
+    expect(admission.cursor(writer.address), "not moved back").toBe(7n);
+    expect(reason(admission.onBroadcast(update(writer, 2n))).code, "the R28 window dedups").toBe("duplicate");
+    expect(asData(admission.onBroadcast(update(writer, 9n))).gap).toEqual({ expected: 7n, got: 9n });
+    const MAX = (1n << 64n) - 1n;
+    expect(asData(admission.onBroadcast(update(writer, MAX - 1n))).gap).toEqual({ expected: 10n, got: MAX - 1n });
+    for (const index of [MAX, 3n]) expect(asData(admission.onBroadcast(update(writer, index))).gap, `index ${index}`).toBeUndefined();
+    expect(admission.cursor(writer.address)).toBe(MAX);
+    const restored = new Admission(feed);
+    expect(restored.restore(JSON.parse(JSON.stringify(admission.snapshot())) as unknown), "a cursor at 2^64-1 is a uint64").toEqual({ ok: true, value: undefined });
+    expect(restored.cursor(writer.address)).toBe(MAX);
+  });
+
+  it("are bounded: an evicted writer is reported and restarts without a gap", () => {
+    const admission = new Admission(feed, { cursorsMax: 1 });
+    const [first, second] = [key(3), key(4)];
+    expect(asData(admission.onBroadcast(update(first, 0n)))).not.toHaveProperty("evicted");
+    const newcomer = asData(admission.onBroadcast(update(second, 4n)));
+    expect([newcomer.gap, newcomer.evicted]).toEqual([undefined, { owner: first.address, cursor: 1n }]);
+    const back = asData(admission.onBroadcast(update(first, 9n)));
+    expect(back.gap, "first frame after the eviction").toBeUndefined();
+    expect(back.evicted).toEqual({ owner: second.address, cursor: 5n });
+    expect(asData(admission.onBroadcast(update(first, 11n))).gap, "held again").toEqual({ expected: 10n, got: 11n });
+  });
+});
+
 describe("next update", () => {
   const MAX = (1n << 64n) - 1n;
   /** A verdict's next update with its address as hex, or undefined. */

@@ -183,7 +183,8 @@ struct SubArgs {
     /// SOC address of this publisher's next update, on the same stream for session feeds,
     /// the feed update under implicit feed-topic; absent where no next update is defined);
     /// "gap" before a data line whose index is above its publisher's cursor (owner,
-    /// expected, got; a publisher's first frame is never one); "evicted" after a data line
+    /// expected, got; a publisher's first frame is never one; under implicit feed-topic per
+    /// writer, above the highest index it wrote); "evicted" after a data line
     /// whose new publisher pushed the least recent one out of the bounded cursor table
     /// (owner, cursor: its older frames could be shown again); "roster" (index, publishers,
     /// next_index, next_address, liveness_fault when rosters were missed); "eos";
