@@ -209,11 +209,16 @@ fn model_shape(
     }
 }
 
-fn verified(recovered: &Recovered, dedup_key: [u8; 32]) -> Verified {
+/// What `verify` must return for a recovered chunk: the wrapped address is the reference
+/// CAC address of the layout check; the key is the recovery's (whose owner the target
+/// checks against the signer).
+fn verified(fields: &Fields, recovered: &Recovered, dedup_key: [u8; 32]) -> Verified {
     Verified {
         owner: recovered.owner,
         address: recovered.address,
         dedup_key,
+        wrapped: fields.cac_address,
+        public_key: recovered.public_key,
     }
 }
 
@@ -224,7 +229,7 @@ fn model_verify_at(
 ) -> Result<Verified, VerifyError> {
     let expected = reference::soc_address(&fields.id, owner);
     let recovered = model_at(valid, &expected)?;
-    Ok(verified(&recovered, recovered.address))
+    Ok(verified(fields, &recovered, recovered.address))
 }
 
 /// The chunk with one bit of its wrapped data flipped: same id and signature, so under the
@@ -329,7 +334,7 @@ fuzz_target!(|input: &[u8]| {
         };
         let expected = valid.clone().map_err(VerifyError::Soc).and_then(|soc| {
             model_shape(binding, &input.address, input.index, &soc)
-                .map(|dedup_key| verified(&soc, dedup_key))
+                .map(|dedup_key| verified(&fields, &soc, dedup_key))
                 .map_err(VerifyError::Shape)
         });
         assert_eq!(verify(&request(chunk, expect)), expected, "{binding:?}");
