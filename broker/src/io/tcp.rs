@@ -35,25 +35,37 @@ const KEEPALIVE_PROBES: u32 = 3;
 /// Accepts until a drain shuts the listener.
 pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
     link.register_listener(listener.as_raw_fd());
-    loop {
-        let (stream, addr) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                if link.draining() {
-                    return;
-                }
-                // EMFILE and friends: back off briefly rather than spin.
-                if link.may_log() {
-                    tracing::warn!(core = link.core, %error, "accept failed");
-                }
-                monoio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
+    while let Some((stream, addr)) = accept_next(&link, &listener, "accept failed").await {
         if link.draining() {
             return;
         }
         start(&link, stream, addr);
+    }
+}
+
+/// How long a listener waits after a failed accept (EMFILE and friends) rather than spin.
+const ACCEPT_BACKOFF_MS: u64 = 10;
+
+/// The next accepted connection of `listener`; `None` once a drain has shut it. A failed
+/// accept is logged (rate-limited, as `what`) and retried after `ACCEPT_BACKOFF_MS`.
+pub(super) async fn accept_next(
+    link: &CoreLink,
+    listener: &TcpListener,
+    what: &str,
+) -> Option<(TcpStream, SocketAddr)> {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return Some(accepted),
+            Err(error) => {
+                if link.draining() {
+                    return None;
+                }
+                if link.may_log() {
+                    tracing::warn!(core = link.core, %error, "{what}");
+                }
+                monoio::time::sleep(Duration::from_millis(ACCEPT_BACKOFF_MS)).await;
+            }
+        }
     }
 }
 

@@ -42,20 +42,9 @@ const ANSWER_WRITE_DEADLINE: Duration = Duration::from_secs(2);
 /// Accepts until a drain shuts the listener.
 pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
     link.register_listener(std::os::fd::AsRawFd::as_raw_fd(&listener));
-    loop {
-        let (stream, addr) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                if link.draining() {
-                    return;
-                }
-                if link.may_log() {
-                    tracing::warn!(core = link.core, %error, "WebSocket accept failed");
-                }
-                monoio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
+    while let Some((stream, addr)) =
+        tcp::accept_next(&link, &listener, "WebSocket accept failed").await
+    {
         if link.draining() {
             monoio::spawn(refuse(Rc::clone(&link), stream, Refusal::Draining));
             return;
