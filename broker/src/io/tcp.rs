@@ -102,6 +102,28 @@ pub(super) struct Cancellers {
 }
 
 impl Cancellers {
+    /// Arms a connection's operations: the port's close cancels its read, a reset also its
+    /// write, after setting zero linger when `reset_is_rst` (so the peer sees a TCP reset).
+    /// Returns the read and the write handle.
+    pub fn arm(port: &Port, fd: RawFd, reset_is_rst: bool) -> (CancelHandle, CancelHandle) {
+        let cancellers = Rc::new(Cancellers::default());
+        let read_canceller = Canceller::new();
+        let write_canceller = Canceller::new();
+        let handles = (read_canceller.handle(), write_canceller.handle());
+        *cancellers.read.borrow_mut() = Some(read_canceller);
+        *cancellers.write.borrow_mut() = Some(write_canceller);
+        port.set_on_close(Box::new(move |life| {
+            Cancellers::cancel(&cancellers.read);
+            if life == Life::Resetting {
+                if reset_is_rst {
+                    set_linger_zero(fd);
+                }
+                Cancellers::cancel(&cancellers.write);
+            }
+        }));
+        handles
+    }
+
     pub fn cancel(slot: &RefCell<Option<Canceller>>) {
         if let Some(canceller) = slot.borrow_mut().take() {
             // The handles share the cancelled state; the fresh canceller returned is unused.
@@ -113,21 +135,7 @@ impl Cancellers {
 /// Runs one admitted connection to its end, then tells the link.
 pub async fn run(link: Rc<CoreLink>, port: Rc<Port>, stream: TcpStream) {
     let fd = stream.as_raw_fd();
-    let cancellers = Rc::new(Cancellers::default());
-    let read_canceller = Canceller::new();
-    let write_canceller = Canceller::new();
-    let read_handle = read_canceller.handle();
-    let write_handle = write_canceller.handle();
-    *cancellers.read.borrow_mut() = Some(read_canceller);
-    *cancellers.write.borrow_mut() = Some(write_canceller);
-    let on_close = Rc::clone(&cancellers);
-    port.set_on_close(Box::new(move |life| {
-        Cancellers::cancel(&on_close.read);
-        if life == Life::Resetting {
-            set_linger_zero(fd);
-            Cancellers::cancel(&on_close.write);
-        }
-    }));
+    let (read_handle, write_handle) = Cancellers::arm(&port, fd, true);
     port.attach_socket(fd, link.settings().write_batch_frames_max);
     let (mut reader, writer) = stream.into_split();
     let writer_task = monoio::spawn(write_loop(

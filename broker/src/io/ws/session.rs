@@ -24,7 +24,7 @@ use bytes::{Bytes, BytesMut};
 use monoio::buf::IoBufMut;
 use monoio::io::{
     AsyncReadRent, AsyncWriteRentExt, CancelHandle, CancelableAsyncReadRent,
-    CancelableAsyncWriteRent, Canceller, OwnedReadHalf, OwnedWriteHalf, Splitable,
+    CancelableAsyncWriteRent, OwnedReadHalf, OwnedWriteHalf, Splitable,
 };
 use monoio::net::TcpStream;
 
@@ -88,20 +88,7 @@ pub async fn run(
     join: Option<Frame>,
 ) {
     let fd = stream.as_raw_fd();
-    let cancellers = Rc::new(Cancellers::default());
-    let read_canceller = Canceller::new();
-    let write_canceller = Canceller::new();
-    let read_handle = read_canceller.handle();
-    let write_handle = write_canceller.handle();
-    *cancellers.read.borrow_mut() = Some(read_canceller);
-    *cancellers.write.borrow_mut() = Some(write_canceller);
-    let on_close = Rc::clone(&cancellers);
-    port.set_on_close(Box::new(move |life| {
-        Cancellers::cancel(&on_close.read);
-        if life == Life::Resetting {
-            Cancellers::cancel(&on_close.write);
-        }
-    }));
+    let (read_handle, write_handle) = Cancellers::arm(&port, fd, false);
     port.attach_socket(fd, link.settings().write_batch_frames_max);
     let heard = Rc::new(Cell::new(Instant::now()));
     monoio::spawn(keepalive(
