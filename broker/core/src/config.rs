@@ -63,7 +63,10 @@ pub struct ProtocolConfig {
     /// flood of violating addresses cannot grow it without limit.
     pub blocklist_entries_max: usize,
     /// Read window: frames of one stream read but not yet `Consumed`; the I/O layer stops
-    /// reading a stream at this many (backpressure towards verification).
+    /// reading a stream at this many (backpressure towards verification). 64 by default:
+    /// at 32 the one publisher of a 1000-subscriber cohort waited for its credits while the
+    /// core had work to spare (docs/BENCHMARKS.md, "No regression vs 1b5c89d"); the broker's
+    /// memory is bounded per core (`frames_in_flight_per_core_max`), not by this.
     pub frames_in_flight_per_stream_max: usize,
     /// R15/R16: frames one stream may have dropped without penalty (unknown kind, wrong
     /// challenge, retransmit) per second before it is reset; such frames cost reads and
@@ -113,7 +116,7 @@ impl Default for ProtocolConfig {
             blocklist_violation_ms: 600_000,
             blocklist_claim_timeout_ms: 60_000,
             blocklist_entries_max: 65_536,
-            frames_in_flight_per_stream_max: 32,
+            frames_in_flight_per_stream_max: 64,
             dropped_frames_per_stream_per_s_max: 1_000,
             prejoin_connections_per_peer_max: 16,
             join_timeouts_per_peer_max: 4,
