@@ -1,9 +1,9 @@
 //! `bps-broker`: the daemon's entry point.
 //!
-//! Owns: the global allocator (mimalloc: per-thread heaps suit thread-per-core fan-out), the
-//! panic policy (any panic aborts the process), the exit codes (0 ok, 1 refused config or
-//! start, 2 bad usage, a signal's status after a crash) and the adapter that lets `lifecycle`
-//! drive `io::Broker`.
+//! Owns: the global allocator (mimalloc: per-thread heaps suit thread-per-core fan-out; kept
+//! off transparent huge pages), the panic policy (any panic aborts the process), the exit
+//! codes (0 ok, 1 refused config or start, 2 bad usage, a signal's status after a crash) and
+//! the adapter that lets `lifecycle` drive `io::Broker`.
 //! Never does: anything `cli`, `config` or `lifecycle` already do; this file only wires them.
 
 use std::net::SocketAddr;
@@ -23,6 +23,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    keep_heap_off_huge_pages();
     crash_on_panic();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -37,6 +38,20 @@ fn main() -> ExitCode {
         Command::CheckConfig(args) => lifecycle::check_config(&args.sources()),
     };
     ExitCode::from(code)
+}
+
+/// The heap stays on 4 KiB pages. mimalloc asks for transparent huge pages on its arena
+/// (`MADV_HUGEPAGE`), and khugepaged (at its default `max_ptes_none`, 511) makes a 2 MiB
+/// range resident whole for a single live page in it, so the RSS crept up in 2 MiB steps
+/// while nothing grew (docs/BENCHMARKS.md, "Soak"); the memory budget counts bytes, not
+/// pages. An operator who sets mimalloc's own `MIMALLOC_ALLOW_THP` decides instead.
+fn keep_heap_off_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no memory of ours; on a
+    // kernel without it the call fails and the heap keeps the system's policy.
+    let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
 
 /// Crash means crash: a panic anywhere (a broken invariant on one core) ends the whole

@@ -1,7 +1,7 @@
 //! The I/O layer under faults and abuse, against the real binary: idle connections that never
 //! Join, slow admin clients, peers that never read, a flood towards a thousand subscribers,
-//! a flood of fresh keys against the memory budget, a core that panics, a stderr that is
-//! never read, peers that miss their Join deadline.
+//! a flood of fresh keys against the memory budget, a heap kept off transparent huge pages,
+//! a core that panics, a stderr that is never read, peers that miss their Join deadline.
 
 mod support;
 
@@ -449,6 +449,30 @@ fn a_core_that_panics_ends_the_whole_process() {
         "{}",
         broker.log()
     );
+}
+
+/// `THP_enabled` of a process's status: 0 once it disabled transparent huge pages.
+fn thp_enabled(pid: i32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("THP_enabled:"))
+        .expect("a kernel that reports THP_enabled")
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn the_heap_stays_off_transparent_huge_pages_unless_mimalloc_is_told_otherwise() {
+    let broker = Broker::start_options(&Options::default());
+    assert_eq!(thp_enabled(broker.pid()), "0");
+    // The operator's own choice, through mimalloc's option, is left alone.
+    let allowed = Broker::start_options(&Options {
+        env: &[("MIMALLOC_ALLOW_THP", "1")],
+        ..Options::default()
+    });
+    let ours = thp_enabled(std::process::id().try_into().expect("pid fits"));
+    assert_eq!(thp_enabled(allowed.pid()), ours);
 }
 
 #[test]
