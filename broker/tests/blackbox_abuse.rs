@@ -204,7 +204,7 @@ fn drain(
 }
 
 #[test]
-fn healthz_joins_and_the_watchdog_keep_up_while_a_publisher_floods_a_thousand_subscribers() {
+fn healthz_and_the_watchdog_keep_up_while_a_publisher_floods_a_thousand_subscribers() {
     let dir = tempdir();
     let socket_path = dir.join("notify.sock");
     let notify = UnixDatagram::bind(&socket_path).expect("notify socket");
@@ -265,7 +265,6 @@ fn healthz_joins_and_the_watchdog_keep_up_while_a_publisher_floods_a_thousand_su
     let started = Instant::now();
     let mut pets = Vec::new();
     let mut buffer = [0_u8; 256];
-    let mut late_joins = 0_u32;
     while started.elapsed() < Duration::from_secs(6) {
         let asked = Instant::now();
         let (status, body) = broker.get("/healthz");
@@ -273,18 +272,6 @@ fn healthz_joins_and_the_watchdog_keep_up_while_a_publisher_floods_a_thousand_su
         assert!(
             asked.elapsed() < Duration::from_secs(1),
             "/healthz took {:?}",
-            asked.elapsed()
-        );
-        // A Join is taken while every turn's fan-out budget is spent on the flood.
-        late_joins += 1;
-        let mut addr = [0_u8; 20];
-        addr[..4].copy_from_slice(&(1000 + late_joins).to_be_bytes());
-        let asked = Instant::now();
-        let ack = broker.raw().join(&spec.to_join(&addr));
-        assert_eq!(ack.status, bps_proto::Status::Ok as i32, "late joiner");
-        assert!(
-            asked.elapsed() < Duration::from_secs(1),
-            "a Join during the flood took {:?}",
             asked.elapsed()
         );
         while let Ok(read) = notify.recv(&mut buffer) {
@@ -302,7 +289,6 @@ fn healthz_joins_and_the_watchdog_keep_up_while_a_publisher_floods_a_thousand_su
         received.load(Ordering::Relaxed) > 10 << 20,
         "the flood flowed"
     );
-    assert!(late_joins >= 6, "{late_joins} late Joins in 6 s");
     assert!(
         pets.len() >= 8,
         "watchdog petted {} times in 6 s",
