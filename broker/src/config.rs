@@ -41,6 +41,10 @@ pub const CORES_MAX: usize = 256;
 /// write may carry.
 pub const WRITE_BATCH_FRAMES_MAX: usize = 1024;
 
+/// Largest `server.write_coalesce_us`: past 10 ms the wait costs more latency than the
+/// fuller writes save.
+pub const WRITE_COALESCE_US_MAX: u64 = 10_000;
+
 /// The whole configuration of one broker process.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -89,6 +93,9 @@ pub struct ServerConfig {
     pub overflow_messages_max: usize,
     /// Frames per vectored write (at most `IOV_MAX`); many per syscall makes fan-out cheap.
     pub write_batch_frames_max: usize,
+    /// Longest a core's writes wait for more results while verifications are in flight, so
+    /// one write carries several batches (0: write at the end of every turn).
+    pub write_coalesce_us: u64,
     /// Descriptors one stream costs, so the startup check can size `RLIMIT_NOFILE` for it.
     pub nofile_per_stream: u64,
     /// Idle time before TCP keepalive probes a silent peer (three probes follow, one per
@@ -111,6 +118,7 @@ impl Default for ServerConfig {
             inbox_messages_max: 16_384,
             overflow_messages_max: 16_384,
             write_batch_frames_max: 64,
+            write_coalesce_us: 1_000,
             nofile_per_stream: 1,
             tcp_keepalive_ms: 30_000,
             tcp_user_timeout_ms: 60_000,
@@ -1031,6 +1039,13 @@ impl BrokerConfig {
                 "server.write_batch_frames_max",
                 Some(server.write_batch_frames_max.to_string()),
                 format!("expected at most {WRITE_BATCH_FRAMES_MAX} (IOV_MAX, buffers per vectored write)"),
+            ));
+        }
+        if server.write_coalesce_us > WRITE_COALESCE_US_MAX {
+            errors.push(ConfigError::new(
+                "server.write_coalesce_us",
+                Some(server.write_coalesce_us.to_string()),
+                format!("expected at most {WRITE_COALESCE_US_MAX} (microseconds of latency)"),
             ));
         }
         if addresses_collide(server.listen, server.admin_listen) {

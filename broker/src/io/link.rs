@@ -556,15 +556,15 @@ impl CoreLink {
         self.wake_core_waiter();
     }
 
-    /// The core queued a frame on `port` in this turn.
+    /// The core queued a frame on `port` since the last flush.
     pub fn touched(&self, port: &Rc<Port>) {
         if port.touch() {
             self.touched.borrow_mut().push(Rc::clone(port));
         }
     }
 
-    /// Writes what this turn queued straight to the sockets (see `Port::flush_now`), so every
-    /// frame reaches the kernel in the turn that produced it.
+    /// Writes what was queued since the last flush straight to the sockets (see
+    /// `Port::flush_now`).
     pub fn flush_touched(&self) {
         let touched = std::mem::take(&mut *self.touched.borrow_mut());
         let frames_max = self.settings().write_batch_frames_max;

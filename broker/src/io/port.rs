@@ -12,12 +12,13 @@
 //! interface.
 //! Never does: decide anything about the protocol.
 //!
-//! Writing has two paths. At the end of every turn the core writes what it queued on a
-//! socket-backed port straight away (`flush_now`, a non-blocking `sendmsg`), so a frame
-//! reaches the kernel in the turn that produced it, and what the kernel refuses is known
-//! then and there: R26 is measured against exactly that. Whatever the kernel refused waits
-//! in the port's batch for the carrier's writer task, which finishes it asynchronously
-//! (and everything queued after it) before the core writes directly again.
+//! Writing has two paths. When the core flushes (at the end of a turn, or of the turns
+//! whose writes it coalesced, see `shard`) it writes what it queued on a socket-backed port
+//! straight away (`flush_now`, a non-blocking `sendmsg`), so what the kernel refuses is
+//! known then and there: R26 is measured against exactly that. Whatever the kernel refused
+//! waits in the port's batch for the carrier's writer task, which finishes it
+//! asynchronously (and everything queued after it) before the core writes directly again.
+//! The writer task is not woken for what the core queues while the core writes itself.
 //!
 //! The port also owns the stream's history backlog (the retained frames a stream gets when
 //! it enters the fan-out set of a history cohort, D11). It is written after what was queued
@@ -153,7 +154,7 @@ pub struct Port {
     batch: RefCell<Option<IoBatch>>,
     /// Whether the writer task holds the writing (the core must not write directly).
     writer_busy: Cell<bool>,
-    /// Whether the core queued frames for it in the current turn.
+    /// Whether the core queued frames for it since its last flush.
     touched: Cell<bool>,
 }
 
@@ -367,7 +368,7 @@ impl Port {
         {
             self.sample.set(Some((sequence, at)));
         }
-        self.write_wake.notify();
+        self.wake_writer_unless_core_writes();
         Ok(placed)
     }
 
@@ -391,7 +392,7 @@ impl Port {
             .set(self.queued_total.get() + frames.len() as u64);
         backlog.extend(frames);
         drop(backlog);
-        self.write_wake.notify();
+        self.wake_writer_unless_core_writes();
         Ok(())
     }
 
@@ -427,12 +428,21 @@ impl Port {
         self.tell_carrier(Life::Resetting);
     }
 
+    /// The core writes what it queues on a socket-backed port itself (`flush_now`), unless
+    /// the writer task holds the writing; waking the writer task otherwise would let it take
+    /// frames the core holds back for a coalesced write.
+    fn wake_writer_unless_core_writes(&self) {
+        if self.socket.get().is_none() || self.writer_busy.get() {
+            self.write_wake.notify();
+        }
+    }
+
     /// Frames queued (backlog and outbound queue), for gauges.
     pub fn queued(&self) -> usize {
         self.backlog.borrow().len() + self.out.borrow().len()
     }
 
-    /// Marks the port as queued to in this turn; true the first time in the turn.
+    /// Marks the port as queued to; true the first time since its last flush.
     pub fn touch(&self) -> bool {
         !self.touched.replace(true)
     }

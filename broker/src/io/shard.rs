@@ -10,14 +10,24 @@
 //! Never does: touch a socket (carriers do, through their ports), or decide anything about
 //! the protocol: it executes the machine's actions as they come.
 //!
-//! Fan-out per turn is bounded to half the R26 bound (`fanout_frames_per_turn`): each applied
-//! publication and each delivery from another core puts at most one frame on a stream, and
-//! the writers run after every turn, so a subscriber that keeps up never finds more than
-//! that queued by our own batching (see `outbound` for what a queue beyond its bound means).
-//! Control messages, Joins, credits and closes do not count against it and are taken every
-//! turn. Nothing waits on a timer for work that is ready: the loop parks on its doorbell
-//! (rung by every lane, the mailbox, frame memory and the senders waiting for room) and on
-//! the earliest deadline, nothing else.
+//! Fan-out between two flushes is bounded to half the R26 bound (`fanout_frames_per_turn`):
+//! each applied publication and each delivery from another core puts at most one frame on a
+//! stream, and what is queued is written when the budget is spent, so a subscriber that
+//! keeps up never finds more than that queued by our own batching (see `outbound` for what
+//! a queue beyond its bound means). Control messages, Joins, credits and closes do not
+//! count against it and are taken every turn. Nothing waits on a timer for work that is
+//! ready: the loop parks on its doorbell (rung by every lane, the mailbox, frame memory and
+//! the senders waiting for room) and on the earliest deadline, nothing else.
+//!
+//! Writes coalesce under load. A closed-loop publisher's frames arrive in dribbles, and a
+//! turn often applies one or two results while dozens are still being verified; written at
+//! once, each would cost every subscriber a `sendmsg` of its own (measured at N = 100: a
+//! third of all writes carried one or two frames). So once a turn has applied results, the
+//! flush waits while this core has enough verifications in flight to fill what is left of
+//! the budget (their results ring the doorbell), until the budget is spent, the core drains,
+//! or `server.write_coalesce_us` has passed. A core with fewer in flight writes at the end
+//! of the turn, so a moderate load pays no latency for it. The budget counts every fan-out
+//! since the last flush, so the R26 reasoning above holds unchanged.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -75,6 +85,10 @@ pub struct Shard {
     /// The read time of the frame whose processing is producing actions right now.
     current_read_at: Cell<Option<Instant>>,
     machine_deadline: Cell<Option<Millis>>,
+    /// Fan-outs queued since the last flush (the budget counts these).
+    unflushed_fanouts: Cell<usize>,
+    /// Since when the writes wait for the next results, while they do.
+    coalescing_since: Cell<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -100,6 +114,8 @@ impl Shard {
             ticket_read_at: RefCell::new(HashMap::new()),
             current_read_at: Cell::new(None),
             machine_deadline: Cell::new(None),
+            unflushed_fanouts: Cell::new(0),
+            coalescing_since: Cell::new(None),
         }
     }
 
@@ -121,18 +137,25 @@ impl Shard {
     fn turn(&self, now: Millis) {
         self.take_control();
         self.take_credits();
-        let mut fanouts = 0;
+        let budget = self.fanout_budget_left();
+        let mut applied = 0;
         if !self.link.router.work_paused() {
             self.take_home(now);
-            fanouts = self.apply_results(now, self.fanout_frames_per_turn());
+            applied = self.apply_results(now, budget);
         }
-        self.take_owner(fanouts);
+        let fanouts = applied + self.take_owner(budget - applied);
         if self.machine_deadline.get().is_some_and(|at| at <= now) {
             self.machine_deadline.set(None);
             self.machine.borrow_mut().on_tick(now);
             self.execute();
         }
-        self.link.flush_touched();
+        self.unflushed_fanouts
+            .set(self.unflushed_fanouts.get() + fanouts);
+        if !self.coalesce(applied) {
+            self.coalescing_since.set(None);
+            self.unflushed_fanouts.set(0);
+            self.link.flush_touched();
+        }
         self.link.expire_deadlines(now);
         self.verify_inline();
         self.link.router.retry_overflow();
@@ -153,12 +176,10 @@ impl Shard {
             .into_iter()
             .flatten()
             .min();
-        let sleep = until.map(|at| {
-            Box::pin(monoio::time::sleep(Duration::from_millis(
-                at.as_ms().saturating_sub(now.as_ms()),
-            )))
-        });
-        let mut sleep = sleep;
+        let until = until.map(|at| Duration::from_millis(at.as_ms().saturating_sub(now.as_ms())));
+        let flush_in = self.coalesce_left();
+        let sleep = [until, flush_in].into_iter().flatten().min();
+        let mut sleep = sleep.map(|wait| Box::pin(monoio::time::sleep(wait)));
         poll_fn(|cx| {
             if doorbell.poll_rung(cx).is_ready() || self.has_work(self.link.shared.now()) {
                 return Poll::Ready(());
@@ -186,6 +207,43 @@ impl Shard {
             || self.machine_deadline.get().is_some_and(|at| at <= now)
             || self.link.next_deadline().is_some_and(|at| at <= now)
             || (self.link.draining() && self.link.ports_open() == 0)
+            || self.coalesce_left() == Some(Duration::ZERO)
+    }
+
+    /// Whether this turn's writes wait for more results (see the module documentation): a
+    /// turn that applied results starts the wait, and it ends when the budget is spent,
+    /// fewer results are in flight than would fill it, the core drains or the wait reached
+    /// its deadline.
+    fn coalesce(&self, applied: usize) -> bool {
+        let budget_left = self.fanout_budget_left();
+        let may_wait = self.link.settings().write_coalesce_us > 0
+            && budget_left > 0
+            && self.verifications.get() >= budget_left
+            && !self.link.draining()
+            && self.coalesce_left() != Some(Duration::ZERO);
+        if !may_wait {
+            return false;
+        }
+        if self.coalescing_since.get().is_none() {
+            if applied == 0 {
+                return false;
+            }
+            self.coalescing_since.set(Some(Instant::now()));
+        }
+        true
+    }
+
+    /// How long the writes may still wait, while they wait.
+    fn coalesce_left(&self) -> Option<Duration> {
+        let since = self.coalescing_since.get()?;
+        let wait = Duration::from_micros(self.link.settings().write_coalesce_us);
+        Some(wait.saturating_sub(since.elapsed()))
+    }
+
+    /// What is left of the fan-out budget until the next flush.
+    fn fanout_budget_left(&self) -> usize {
+        self.fanout_frames_per_turn()
+            .saturating_sub(self.unflushed_fanouts.get())
     }
 
     // ----- inputs -----
@@ -322,18 +380,18 @@ impl Shard {
         self.current_read_at.set(None);
     }
 
-    /// Owner messages from other cores; deliveries count against what is left of the turn's
-    /// fan-out budget, the rest only against `MESSAGES_PER_TURN`.
-    fn take_owner(&self, fanouts_so_far: usize) {
+    /// Owner messages from other cores; deliveries count against `budget` (what is left of
+    /// the fan-out budget), the rest only against `MESSAGES_PER_TURN`. Returns the
+    /// deliveries taken.
+    fn take_owner(&self, budget: usize) -> usize {
         let owner = &self.link.router.inbound().owner;
-        let budget = self.fanout_frames_per_turn();
-        let mut fanouts = fanouts_so_far;
+        let mut fanouts = 0;
         for _ in 0..MESSAGES_PER_TURN {
             if fanouts >= budget {
-                return;
+                break;
             }
             let Some(msg) = owner.pop() else {
-                return;
+                break;
             };
             match msg {
                 OwnerMsg::Send {
@@ -362,6 +420,7 @@ impl Shard {
                 OwnerMsg::Relayed { relay, outcome } => self.link.relayed(relay, outcome),
             }
         }
+        fanouts
     }
 
     // ----- actions -----

@@ -54,6 +54,8 @@ pub struct Options<'a> {
     pub stderr_unread_after_start: bool,
     /// Set `WATCHDOG_PID` to the broker's pid, as systemd does for a watchdog.
     pub watchdog_pid: bool,
+    /// One core instead of two (a test that needs every stream on the cohort's home core).
+    pub one_core: bool,
 }
 
 /// The running broker process. Killed (and reaped) when dropped.
@@ -107,7 +109,7 @@ impl Broker {
             "--ws-listen",
             "127.0.0.1:0",
             "--cores",
-            "2",
+            if options.one_core { "1" } else { "2" },
         ]);
         for set in sets {
             command.args(["--set", set]);
