@@ -1,12 +1,15 @@
-//! Black-box: how a core batches its writes to subscribers. While results of a burst are
-//! still being verified, its deliveries wait for each other and leave in writes of several
-//! frames, and never more than the fan-out budget (half the R26 bound) go into one write,
-//! so a subscriber that keeps up never finds more than that queued by our batching.
+//! Black-box: how a core batches its writes to subscribers, and what its fan-out budget
+//! (half the R26 bound) leaves alone. While results of a burst are still being verified,
+//! its deliveries wait for each other and leave in writes of several frames, never more
+//! than the budget in one write, so a subscriber that keeps up never finds more than that
+//! queued by our batching. A Join is taken while every turn spends its whole budget.
 
 mod support;
 
+use bps_proto::Kind;
 use support::{
-    Broker, Options, bodies, expect_frames, explicit, key, metric_of, publish, publisher,
+    Broker, Options, QUIET, bodies, body_of, expect_frames, explicit, key, metric_of, publish,
+    publisher,
 };
 
 /// The R26 bound of the test's broker: a fan-out budget of 4 frames between two writes.
@@ -63,5 +66,66 @@ fn a_burst_leaves_in_writes_of_several_frames_never_more_than_the_fanout_budget(
         at_most(2) < writes,
         "some write carries more than two frames of the burst ({writes} writes, {} of at most 2)",
         at_most(2)
+    );
+}
+
+/// Publications of the long burst: one turn each at a budget of one.
+const LONG_BURST_FRAMES: usize = 400;
+
+#[test]
+fn a_join_is_answered_while_every_turn_spends_its_fanout_budget() {
+    // A budget of one fan-out per turn, written at once: the burst takes hundreds of turns,
+    // each spending its whole budget, and a Join that arrives once the fan-out has begun is
+    // taken within a few of them (Joins and credits are outside the budget), so the late
+    // subscriber gets the rest of the burst.
+    let sets = [
+        "verify.mode=inline",
+        "limits.outbound_queue_frames_max=2",
+        "server.write_coalesce_us=0",
+        // Three streams from 127.0.0.1 in one cohort (R33).
+        "limits.streams_per_peer_per_cohort_max=4",
+    ];
+    let broker = Broker::start_options(&Options {
+        sets: &sets,
+        one_core: true,
+        ..Options::default()
+    });
+    let admin = key(1);
+    let live = explicit(1, &admin.address(), false);
+    let mut early = broker.join(&live, &key(2).address());
+    let mut admin_session = broker.join(&live, &admin.address());
+    let mut admin_publisher = publisher(&live, &admin, &admin_session);
+    for n in 0..LONG_BURST_FRAMES {
+        admin_publisher
+            .enqueue_data(format!("frame {n}").into_bytes())
+            .expect("queue DATA");
+    }
+    let mut burst = Vec::new();
+    let mut data = Vec::new();
+    while let Some(outgoing) = admin_publisher.next_frame().expect("sign") {
+        burst.extend_from_slice(&outgoing.signed.frame);
+        if outgoing.kind == Kind::Data {
+            data.push(body_of(&outgoing.signed.frame));
+        }
+        admin_publisher.mark_sent();
+    }
+    admin_session.send(&burst).expect("send the burst at once");
+    // The burst is being fanned out, one publication a turn, once its first frame arrives
+    // (measured in a debug build: the whole burst takes about 100-170 ms, the Join 2-8 ms).
+    assert_eq!(support::recv(&mut early), data[0]);
+    let mut late = broker.join(&live, &key(3).address());
+    expect_frames(&mut early, &data[1..]);
+    let mut tail = Vec::new();
+    while let Ok(Some(body)) = late.recv(QUIET) {
+        tail.push(body);
+    }
+    assert!(
+        !tail.is_empty(),
+        "the Join waited until the whole burst was fanned out"
+    );
+    assert_eq!(
+        tail[..],
+        data[data.len() - tail.len()..],
+        "the late subscriber gets the burst's tail, in order"
     );
 }

@@ -731,6 +731,35 @@ mod tests {
         assert!(second.sample_us.is_none());
     }
 
+    #[test]
+    fn the_writer_task_is_woken_only_for_what_the_core_does_not_write_itself() {
+        use std::os::fd::AsRawFd;
+        use std::task::{Context, Waker};
+        let mut cx = Context::from_waker(Waker::noop());
+        let frame = |bytes: &'static [u8]| Outgoing::bare(Bytes::from_static(bytes));
+        let detached = port();
+        detached.enqueue(frame(b"a"), None, None).expect("room");
+        assert!(
+            detached.write_wake.poll_notified(&mut cx).is_ready(),
+            "without a socket the writer task writes"
+        );
+        let port = port();
+        let (ours, _peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        port.attach_socket(ours.as_raw_fd(), 64);
+        port.enqueue(frame(b"a"), None, None).expect("room");
+        assert!(
+            port.write_wake.poll_notified(&mut cx).is_pending(),
+            "the core writes it at its flush, however long that waits"
+        );
+        let batch = port.take_writing(64).expect("the frame to write");
+        port.enqueue(frame(b"b"), None, None).expect("room");
+        assert!(
+            port.write_wake.poll_notified(&mut cx).is_ready(),
+            "a writer task that holds the writing goes on with what follows"
+        );
+        port.return_writing(batch);
+    }
+
     /// Everything the peer end of `port`'s socket has received so far.
     fn read_all(peer: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
         use std::io::Read;
