@@ -10,7 +10,7 @@
 //! Never does: touch a socket (carriers do, through their ports), or decide anything about
 //! the protocol: it executes the machine's actions as they come.
 //!
-//! Fan-out between two flushes is bounded to half the R26 bound (`fanout_frames_per_turn`):
+//! Fan-out between two flushes is bounded to half the R26 bound (`fanout_frames_per_flush`):
 //! each applied publication and each delivery from another core puts at most one frame on a
 //! stream, and what is queued is written when the budget is spent, so a subscriber that
 //! keeps up never finds more than that queued by our own batching (see `outbound` for what
@@ -242,7 +242,7 @@ impl Shard {
 
     /// What is left of the fan-out budget until the next flush.
     fn fanout_budget_left(&self) -> usize {
-        self.fanout_frames_per_turn()
+        self.fanout_frames_per_flush()
             .saturating_sub(self.unflushed_fanouts.get())
     }
 
@@ -693,7 +693,7 @@ impl Shard {
     }
 
     /// Half the R26 bound: see the module documentation.
-    fn fanout_frames_per_turn(&self) -> usize {
+    fn fanout_frames_per_flush(&self) -> usize {
         (self.link.settings().outbound_queue_frames_max / 2).max(1)
     }
 
