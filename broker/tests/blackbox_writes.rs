@@ -6,7 +6,9 @@
 
 mod support;
 
-use bps_proto::Kind;
+use bps_client::publisher::Publisher;
+use bps_client::session::Session;
+use bps_proto::{Kind, Spec};
 use support::{
     Broker, Options, QUIET, bodies, body_of, expect_frames, explicit, key, metric_of, publish,
     publisher,
@@ -19,28 +21,54 @@ const FANOUT_BUDGET_FRAMES: u64 = 4;
 /// Frames of the burst: three budgets' worth.
 const BURST_FRAMES: usize = 12;
 
+/// A one-core broker started with `sets`, an open cohort on it with one viewer, and the
+/// admin's stream and publisher.
+struct Live {
+    broker: Broker,
+    live: Spec,
+    viewer: Session,
+    admin_session: Session,
+    admin_publisher: Publisher,
+}
+
+fn live_cohort(sets: &[&str]) -> Live {
+    let broker = Broker::start_options(&Options {
+        sets,
+        one_core: true,
+        ..Options::default()
+    });
+    let admin = key(1);
+    let live = explicit(1, &admin.address(), false);
+    let viewer = broker.join(&live, &key(2).address());
+    let admin_session = broker.join(&live, &admin.address());
+    let admin_publisher = publisher(&live, &admin, &admin_session);
+    Live {
+        broker,
+        live,
+        viewer,
+        admin_session,
+        admin_publisher,
+    }
+}
+
 #[test]
 fn a_burst_leaves_in_writes_of_several_frames_never_more_than_the_fanout_budget() {
     let queue = format!("limits.outbound_queue_frames_max={OUTBOUND_QUEUE_FRAMES}");
     // Inline verification one job per turn: every turn applies one result while the rest
     // of the burst is still in flight, so only coalescing puts two frames in one write. The
     // coalescing wait is long enough for a debug build on a busy machine.
-    let sets = [
+    let Live {
+        broker,
+        mut viewer,
+        mut admin_session,
+        mut admin_publisher,
+        ..
+    } = live_cohort(&[
         "verify.mode=inline",
         "verify.batch_jobs_max=1",
         queue.as_str(),
         "server.write_coalesce_us=10000",
-    ];
-    let broker = Broker::start_options(&Options {
-        sets: &sets,
-        one_core: true,
-        ..Options::default()
-    });
-    let admin = key(1);
-    let live = explicit(1, &admin.address(), false);
-    let mut viewer = broker.join(&live, &key(2).address());
-    let mut admin_session = broker.join(&live, &admin.address());
-    let mut admin_publisher = publisher(&live, &admin, &admin_session);
+    ]);
     let payloads: Vec<Vec<u8>> = (0..BURST_FRAMES)
         .map(|n| format!("frame {n}").into_bytes())
         .collect();
@@ -78,23 +106,19 @@ fn a_join_is_answered_while_every_turn_spends_its_fanout_budget() {
     // each spending its whole budget, and a Join that arrives once the fan-out has begun is
     // taken within a few of them (Joins and credits are outside the budget), so the late
     // subscriber gets the rest of the burst.
-    let sets = [
+    let Live {
+        broker,
+        live,
+        viewer: mut early,
+        mut admin_session,
+        mut admin_publisher,
+    } = live_cohort(&[
         "verify.mode=inline",
         "limits.outbound_queue_frames_max=2",
         "server.write_coalesce_us=0",
         // Three streams from 127.0.0.1 in one cohort (R33).
         "limits.streams_per_peer_per_cohort_max=4",
-    ];
-    let broker = Broker::start_options(&Options {
-        sets: &sets,
-        one_core: true,
-        ..Options::default()
-    });
-    let admin = key(1);
-    let live = explicit(1, &admin.address(), false);
-    let mut early = broker.join(&live, &key(2).address());
-    let mut admin_session = broker.join(&live, &admin.address());
-    let mut admin_publisher = publisher(&live, &admin, &admin_session);
+    ]);
     for n in 0..LONG_BURST_FRAMES {
         admin_publisher
             .enqueue_data(format!("frame {n}").into_bytes())
