@@ -613,12 +613,11 @@ fn route(head: &[u8], backend: &dyn AdminBackend, state: &AdminState) -> Vec<u8>
     }
     let deadline = Duration::from_millis(state.healthz_deadline_ms.load(Ordering::Relaxed));
     match path {
-        "/metrics" => response(
-            200,
-            METRICS_CONTENT_TYPE,
-            &[],
-            backend.metrics().render().as_bytes(),
-        ),
+        "/metrics" => {
+            let mut snapshot = backend.metrics();
+            snapshot.broker.ready &= !state.draining.load(Ordering::Relaxed);
+            response(200, METRICS_CONTENT_TYPE, &[], snapshot.render().as_bytes())
+        }
         "/healthz" => healthz(&backend.ping(deadline)),
         "/readyz" => {
             if state.draining.load(Ordering::Relaxed) {
@@ -1030,6 +1029,8 @@ mod tests {
                     rss_bytes: 0,
                     budget: crate::budget::MemoryBudget::of(&config, 1, 1, 1 << 30),
                     heartbeats_ms: vec![0],
+                    core_busy: vec![Some(Duration::from_millis(500))],
+                    ready: true,
                 },
             }
         }

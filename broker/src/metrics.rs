@@ -867,6 +867,10 @@ pub struct BrokerGauges {
     pub budget: MemoryBudget,
     /// Milliseconds since each core last began a turn.
     pub heartbeats_ms: Vec<u64>,
+    /// CPU time each core's thread has used (`None`: its thread is not running).
+    pub core_busy: Vec<Option<std::time::Duration>>,
+    /// Whether `/readyz` answers 200 (not draining).
+    pub ready: bool,
 }
 
 /// Everything one scrape exports, handed over by the admin backend.
@@ -955,6 +959,29 @@ fn render_broker(out: &mut String, broker: &BrokerGauges) {
             &age.to_string(),
         );
     }
+    family(
+        out,
+        "bps_core_busy_seconds_total",
+        "counter",
+        "CPU seconds the core's thread has used; its rate is the core's busy fraction.",
+    );
+    for (core, used) in broker.core_busy.iter().enumerate() {
+        if let Some(used) = used {
+            line(
+                out,
+                "bps_core_busy_seconds_total",
+                &[("core", &core.to_string())],
+                &format!("{:.6}", used.as_secs_f64()),
+            );
+        }
+    }
+    family(
+        out,
+        "bps_ready",
+        "gauge",
+        "1 while the broker takes new streams (/readyz answers 200), 0 while draining.",
+    );
+    line(out, "bps_ready", &[], if broker.ready { "1" } else { "0" });
 }
 
 /// Renders a scrape in the Prometheus text exposition format 0.0.4: per-core instruments merged

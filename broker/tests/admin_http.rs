@@ -121,6 +121,8 @@ impl AdminBackend for Fake {
                 rss_bytes: 3,
                 budget: MemoryBudget::of(&BrokerConfig::default(), 1, 1, 1 << 30),
                 heartbeats_ms: vec![4],
+                core_busy: vec![Some(Duration::from_millis(1250))],
+                ready: self.ready.load(Ordering::Relaxed),
             },
         }
     }
@@ -217,6 +219,8 @@ fn metrics_are_prometheus_text() {
     assert!(body.contains("bps_retransmit_total 5\n"));
     assert!(body.contains("bps_cohort_retransmit_total{cohort=\"0a200a200a200a20\",binding=\"mnemonic\",admin=\"none\"} 5\n"));
     assert!(body.contains("bps_cohort_invalid_roster_total{cohort=\"0a200a200a200a20\",binding=\"mnemonic\",admin=\"none\"} 0\n"));
+    assert!(body.contains("bps_core_busy_seconds_total{core=\"0\"} 1.250000\n"));
+    assert!(body.contains("bps_ready 1\n"));
     server.stop();
 }
 
@@ -243,10 +247,25 @@ fn readyz_is_503_when_draining_or_not_ready() {
     assert_eq!(get(server.local_addr(), "/readyz").0, 200);
     fake.ready.store(false, Ordering::Relaxed);
     assert_eq!(get(server.local_addr(), "/readyz").0, 503);
+    assert!(
+        get(server.local_addr(), "/metrics")
+            .2
+            .contains("bps_ready 0\n")
+    );
     fake.ready.store(true, Ordering::Relaxed);
+    assert!(
+        get(server.local_addr(), "/metrics")
+            .2
+            .contains("bps_ready 1\n")
+    );
     server.set_draining();
     let (status, _, body) = get(server.local_addr(), "/readyz");
     assert_eq!((status, body.as_str()), (503, "draining\n"));
+    assert!(
+        get(server.local_addr(), "/metrics")
+            .2
+            .contains("bps_ready 0\n")
+    );
 }
 
 #[test]

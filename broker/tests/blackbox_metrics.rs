@@ -77,3 +77,31 @@ fn a_busy_brokers_scrape_parses_with_no_duplicate_series() {
     assert!(text.contains("bps_cohorts_other"), "the others are summed");
     assert!(text.contains("bps_transport_frames_out_total{transport=\"websocket\"}"));
 }
+
+/// The value of the sample `name{core="N"}` in a scrape.
+fn per_core(text: &str, name: &str, core: usize) -> Option<f64> {
+    let prefix = format!("{name}{{core=\"{core}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|value| value.parse().ok())
+}
+
+#[test]
+fn an_idle_brokers_cores_keep_a_fresh_heartbeat_and_report_their_cpu_time() {
+    let broker = Broker::start(&[]);
+    // Idle for several idle-turn intervals: no stream, no deadline, nothing to wake a core.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let (status, text) = broker.get("/metrics");
+    assert_eq!(status, 200);
+    for core in 0..2 {
+        let age = per_core(&text, "bps_core_heartbeat_age_ms", core).expect("a heartbeat");
+        // A quiet core still turns once a second; 3 s leaves room for a loaded machine.
+        assert!(age < 3_000.0, "core {core} heartbeat age {age} ms");
+        let busy = per_core(&text, "bps_core_busy_seconds_total", core).expect("a busy figure");
+        assert!(
+            (0.0..4.0).contains(&busy),
+            "core {core} used {busy} s of CPU while idle for 4 s"
+        );
+    }
+    assert!(text.contains("\nbps_ready 1\n"), "{text}");
+}

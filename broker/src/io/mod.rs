@@ -41,6 +41,7 @@ mod read_buffer;
 mod router;
 mod shard;
 mod tcp;
+mod thread_cpu;
 mod ws;
 
 use std::net::SocketAddr;
@@ -148,6 +149,8 @@ pub struct Shared {
     history_served: AtomicBool,
     /// The worst case of the running configuration and its budget.
     budget: std::sync::Mutex<MemoryBudget>,
+    /// Each core's thread CPU clock, for the busy figure of a scrape.
+    cpu_clocks: Vec<thread_cpu::ThreadCpuClock>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -305,6 +308,7 @@ impl Broker {
                     if let Some(id) = pin {
                         core_affinity::set_for_current(id);
                     }
+                    shared.cpu_clocks[core].claim();
                     let result = run_core(core, shared, (listener, ws_listener), machine, uring);
                     if let Err(error) = result {
                         tracing::error!(core, %error, "core runtime failed");
@@ -457,6 +461,9 @@ fn shared_state(
         flush_deadline_ms: AtomicU64::new(config.timeouts.flush_deadline_ms),
         history_served: AtomicBool::new(config.protocol().history == HistoryPolicy::Serve),
         budget: std::sync::Mutex::new(budget),
+        cpu_clocks: (0..cores)
+            .map(|_| thread_cpu::ThreadCpuClock::default())
+            .collect(),
     }
 }
 
@@ -648,6 +655,13 @@ impl AdminBackend for Backend {
                             .saturating_sub(mailbox.heartbeat_ms())
                     })
                     .collect(),
+                core_busy: self
+                    .shared
+                    .cpu_clocks
+                    .iter()
+                    .map(thread_cpu::ThreadCpuClock::used)
+                    .collect(),
+                ready: self.ready(),
             },
         }
     }

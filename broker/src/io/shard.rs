@@ -60,6 +60,10 @@ use crate::protocol::{
 /// Home and owner messages one turn takes at most, each, before the other tasks run.
 const MESSAGES_PER_TURN: usize = 1024;
 
+/// The longest an idle core sleeps between turns: its heartbeat then stays this fresh, so a
+/// heartbeat older than a few of these means a stuck core, never a quiet one.
+const IDLE_TURN_INTERVAL: Duration = Duration::from_secs(1);
+
 /// A verification job waiting to be verified on this core (inline mode), with when it was
 /// queued.
 type InlineJob = (Ticket, VerifyRequest, Instant);
@@ -178,16 +182,17 @@ impl Shard {
             .min();
         let until = until.map(|at| Duration::from_millis(at.as_ms().saturating_sub(now.as_ms())));
         let flush_in = self.coalesce_left();
-        let sleep = [until, flush_in].into_iter().flatten().min();
-        let mut sleep = sleep.map(|wait| Box::pin(monoio::time::sleep(wait)));
+        let sleep = [until, flush_in, Some(IDLE_TURN_INTERVAL)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(IDLE_TURN_INTERVAL);
+        let mut sleep = Box::pin(monoio::time::sleep(sleep));
         poll_fn(|cx| {
             if doorbell.poll_rung(cx).is_ready() || self.has_work(self.link.shared.now()) {
                 return Poll::Ready(());
             }
-            match sleep.as_mut() {
-                Some(sleep) => sleep.as_mut().poll(cx),
-                None => Poll::Pending,
-            }
+            sleep.as_mut().poll(cx)
         })
         .await;
     }
