@@ -965,6 +965,7 @@ mod tests {
             let summary = CohortSummary {
                 key: "0a20".to_owned(),
                 id: "00".repeat(8),
+                core: 0,
                 topic: "00".repeat(32),
                 binding: "FEED_TOPIC".to_owned(),
                 admin: None,

@@ -175,6 +175,7 @@ fn cohort(key: &[u8], subscribers: usize) -> CohortSummary {
     CohortSummary {
         key: key.to_hex(),
         id: "00".repeat(8),
+        core: 0,
         topic: "00".repeat(32),
         binding: "FEED_TOPIC".to_owned(),
         admin: Some("11".repeat(20)),

@@ -28,6 +28,9 @@ pub struct CohortSummary {
     pub key: String,
     /// The id label of the cohort's metric series (a hash of the key).
     pub id: String,
+    /// The broker core the cohort is homed on: the machine does not know it, so it says 0 and
+    /// the broker's I/O layer, which asks every core, fills it in.
+    pub core: usize,
     pub topic: String,
     pub binding: String,
     pub admin: Option<String>,
@@ -97,6 +100,7 @@ pub(crate) fn summarize(cohort: &Cohort, now: Millis) -> CohortSummary {
     CohortSummary {
         key: cohort.counters.key_hex().to_owned(),
         id: cohort.counters.label().id.clone(),
+        core: 0,
         topic: hex::encode(spec.topic),
         binding: spec.binding.to_string(),
         admin: spec.admin.map(hex::encode),

@@ -16,7 +16,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::os::fd::RawFd;
 use std::rc::Rc;
@@ -402,9 +402,7 @@ impl CoreLink {
         if cores == 1 {
             return 0;
         }
-        let mut hasher = std::hash::DefaultHasher::new();
-        key.as_bytes().hash(&mut hasher);
-        (hasher.finish() % cores as u64) as usize
+        (self.shared.home_hash.hash_one(key.as_bytes()) % cores as u64) as usize
     }
 
     /// A write completed and `frames` frames of `bytes` bytes are on the wire.

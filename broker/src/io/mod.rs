@@ -151,6 +151,9 @@ pub struct Shared {
     budget: std::sync::Mutex<MemoryBudget>,
     /// Each core's thread CPU clock, for the busy figure of a scrape.
     cpu_clocks: Vec<thread_cpu::ThreadCpuClock>,
+    /// The keys of the home-core hash, random per process so that no one can aim cohorts at
+    /// one core by choosing their keys.
+    pub home_hash: std::hash::RandomState,
 }
 
 impl std::fmt::Debug for Shared {
@@ -464,6 +467,7 @@ fn shared_state(
         cpu_clocks: (0..cores)
             .map(|_| thread_cpu::ThreadCpuClock::default())
             .collect(),
+        home_hash: std::hash::RandomState::new(),
     }
 }
 
@@ -592,8 +596,12 @@ impl AdminBackend for Backend {
     fn cohorts(&self, deadline: Duration) -> Option<Vec<CohortSummary>> {
         let answers = self.ask_all(|reply| Control::Cohorts { reply }, deadline);
         let mut all = Vec::new();
-        for answer in answers {
-            all.extend(answer?);
+        for (core, answer) in answers.into_iter().enumerate() {
+            all.extend(
+                answer?
+                    .into_iter()
+                    .map(|summary| CohortSummary { core, ..summary }),
+            );
         }
         Some(all)
     }
