@@ -1,5 +1,5 @@
 //! The admin HTTP endpoints: `/metrics`, `/healthz`, `/readyz`, `/cohortz` and the bridge's
-//! topic list `/pubsub/` (BPS.md W8: it names peers, so it is here and not on the public
+//! topic list `/pubsub/` (docs/PROTOCOL.md W8: it names peers, so it is here and not on the public
 //! WebSocket port, W10).
 //!
 //! Owns: the `AdminBackend` trait (what the I/O layer exposes to operators), `/cohortz`'s

@@ -63,7 +63,7 @@ pub struct BrokerConfig {
     pub verify: VerifyConfig,
     /// Logging.
     pub log: LogConfig,
-    /// The WebSocket listener: the native endpoint and the SWIP-60 bridge (BPS.md section 9).
+    /// The WebSocket listener: the native endpoint and the SWIP-60 bridge (docs/PROTOCOL.md §9).
     pub ws: WsConfig,
 }
 
@@ -71,7 +71,7 @@ pub struct BrokerConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
-    /// BPS listener for the native TCP transport (BPS.md section 2); the broker's port is 1637.
+    /// BPS listener for the native TCP transport (docs/PROTOCOL.md §2); the broker's port is 1637.
     #[serde(with = "socket_addr")]
     pub listen: SocketAddr,
     /// Admin HTTP listener (/metrics, /healthz, /readyz, /cohortz); loopback so it is private.
@@ -373,7 +373,7 @@ pub struct WsConfig {
     #[serde(with = "socket_addr")]
     pub listen: SocketAddr,
     /// Origins a browser session may come from (`scheme://host[:port]`); empty or `"*"`
-    /// allows any (BPS.md W10: the API carries no ambient credentials). A request without
+    /// allows any (docs/PROTOCOL.md W10: the API carries no ambient credentials). A request without
     /// an `Origin` header (not a browser) is always allowed.
     pub allowed_origins: Vec<String>,
     /// Reverse proxies (IP addresses) whose `X-Forwarded-For` names the real peer; the peer

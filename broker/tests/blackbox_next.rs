@@ -2,12 +2,12 @@
 //! broker binary and the real `bps` binary. Publishers skip indices; the subscriber's lines
 //! must report each gap with its missing range (per writer on the implicit FEED_TOPIC feed)
 //! and, after each delivery, the SOC address of that publisher's next update. The test
-//! derives every such address itself from BPS.md (§1.1 for session feeds, §4 for the
+//! derives every such address itself from docs/PROTOCOL.md (§1.1 for session feeds, §4 for the
 //! implicit FEED_TOPIC feed, §3 for the SOC address) and checks it against the address of the
 //! frame delivered next: equal where the next delivered index is the expected one, different
 //! where the publisher skipped.
 //!
-//! Owns: the independent derivation (tiny-keccak over the byte strings BPS.md names) and the
+//! Owns: the independent derivation (tiny-keccak over the bytes docs/PROTOCOL.md names) and the
 //! checks of the JSON lines.
 //! Never: derives an id or an address with the project's own functions. The frames are
 //! signed with the library; the broker and the `bps` binary then verify them on their own.
@@ -27,7 +27,7 @@ use tiny_keccak::{Hasher, Keccak};
 const LIVE_INDICES: [u64; 6] = [0, 1, 2, 5, 6, 9];
 /// Two graffiti writers on one implicit FEED_TOPIC feed, each with its own skips.
 const FEED_INDICES: [[u64; 5]; 2] = [[0, 1, 4, 5, 6], [10, 12, 13, 14, 20]];
-/// The prefix of a service kind's session-feed topic (BPS.md §1.1).
+/// The prefix of a service kind's session-feed topic (docs/PROTOCOL.md §1.1).
 const SERVICE_PREFIX: &[u8] = b"bps-service:v1";
 /// `Kind.ROSTER` as the one byte after the service prefix (D1, D2).
 const ROSTER_KIND_BYTE: u8 = 3;
@@ -37,7 +37,7 @@ const SUB_TIMEOUT_MS: &str = "20000";
 /// The subscriber and two writers all connect from 127.0.0.1 to one cohort (R33).
 const STREAMS_PER_PEER: &str = "limits.streams_per_peer_per_cohort_max=8";
 
-// ---- the derivation, from BPS.md ----
+// ---- the derivation, from docs/PROTOCOL.md ----
 
 /// keccak256 of the parts, concatenated.
 fn keccak(parts: &[&[u8]]) -> Hash {
@@ -50,12 +50,12 @@ fn keccak(parts: &[&[u8]]) -> Hash {
     hash
 }
 
-/// A SOC's address: keccak256(id ‖ owner) (BPS.md §3).
+/// A SOC's address: keccak256(id ‖ owner) (docs/PROTOCOL.md §3).
 fn soc_address(id: &[u8], owner: &Address) -> Hash {
     keccak(&[id, owner])
 }
 
-/// The address of update `index` on a session feed (BPS.md §1.1): topic_s =
+/// The address of update `index` on a session feed (docs/PROTOCOL.md §1.1): topic_s =
 /// keccak256(prefix ‖ topic ‖ challenge), id = keccak256(topic_s ‖ be64(index)).
 fn session_feed_address(
     prefix: &[u8],
@@ -68,7 +68,7 @@ fn session_feed_address(
     soc_address(&keccak(&[&topic_s, &index.to_be_bytes()]), owner)
 }
 
-/// The id of update `index` of a feed (BPS.md §4): keccak256(topic ‖ be64(index)).
+/// The id of update `index` of a feed (docs/PROTOCOL.md §4): keccak256(topic ‖ be64(index)).
 fn feed_update_id(topic: &Hash, index: u64) -> Hash {
     keccak(&[topic, &index.to_be_bytes()])
 }
@@ -156,7 +156,7 @@ fn check_next_updates(
         assert_eq!(
             next_address,
             hex_of(&address_at(next_index)),
-            "next_address after index {index}: not the address BPS.md gives"
+            "next_address after index {index}: not the address docs/PROTOCOL.md gives"
         );
         let Some(next) = sent.get(position + 1) else {
             continue;

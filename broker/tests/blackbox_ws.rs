@@ -1,4 +1,4 @@
-//! Black-box: the WebSocket listener (BPS.md section 9, docs/WEBSOCKET.md) against the real
+//! Black-box: the WebSocket listener (docs/PROTOCOL.md §9, docs/WEBSOCKET.md) against the real
 //! binary, with tungstenite as the client: the five configurations over the native endpoint
 //! and over the SWIP-60 bridge with all signing on the client, WebSocket and TCP streams of
 //! one cohort side by side, the W5 service POST, the admin views, and every bad input with

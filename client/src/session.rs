@@ -1,4 +1,4 @@
-//! One BPS stream over the native TCP transport (BPS.md section 2) or the broker's native
+//! One BPS stream over the native TCP transport (docs/PROTOCOL.md §2) or the broker's native
 //! WebSocket endpoint (a `ws://HOST:PORT/bps/v1` target, [`crate::websocket`]): connect,
 //! send the `Join`, read the `Ack`, then exchange `Broadcast` frames.
 //!

@@ -10,7 +10,7 @@
 //! learnt from it. For every frame:
 //! 1. the kind must be known (else dropped, R14, D12);
 //! 2. explicit and ALL: the id is derived from the frame's own kind, the cohort topic, the
-//!    frame's challenge and index (BPS.md §1.1) and must equal the chunk's id; the
+//!    frame's challenge and index (docs/PROTOCOL.md §1.1) and must equal the chunk's id; the
 //!    subscriber compares the challenge with nothing;
 //! 3. the owner is recovered and admitted: admin or rostered under explicit authorship,
 //!    anyone under ALL; under implicit authorship the binding's shape decides (anyone under

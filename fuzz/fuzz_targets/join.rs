@@ -2,7 +2,7 @@
 //!
 //! Asserts:
 //! - a body that does not decode is a `DecodeError` naming `Join` and the body's size;
-//! - `validate_join` gives the verdict of a model of R3, D6 and D7 written here from BPS.md
+//! - `validate_join` gives the verdict of a model of R3, D6 and D7 built here from docs/PROTOCOL.md
 //!   (the same first broken rule, in the documented order);
 //! - for a valid Join, the cohort key is the R1 layout built here by hand
 //!   (`0A 20 topic 10 binding [1A 14 admin] [20 01] [28 01] [30 01]`), and it is stable:

@@ -12,7 +12,7 @@
 //!   exactly the address `keccak256(id ‖ owner)` (so a chunk that validates at an address
 //!   is at that address) and names the mismatch otherwise, the same on every `Lanes` path;
 //! - `verify` with `Expect::At { owner }` accepts exactly the recovered owner, and with
-//!   `Expect::Implicit` gives the verdict and dedup key of the R11 shape table (BPS.md §4),
+//!   `Expect::Implicit` gives the verdict and dedup key of R11's shape table (docs/PROTOCOL.md §4),
 //!   modelled here;
 //! - `verify_batch` (cached keys, same-key batches) gives `verify`'s result for every job,
 //!   including a warm repeat and a tampered copy of the chunk under the same owner.
@@ -35,14 +35,14 @@ use bps_verify::{
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 
-/// SOC layout (BPS.md §3): id 32, signature 65, span 8, payload 0..=4096.
+/// SOC layout (docs/PROTOCOL.md §3): id 32, signature 65, span 8, payload 0..=4096.
 const ID_BYTES: usize = 32;
 const SIGNATURE_END: usize = ID_BYTES + 65;
 const SPAN_END: usize = SIGNATURE_END + 8;
 const CHUNK_BYTES_MIN: usize = SPAN_END;
 const CHUNK_BYTES_MAX: usize = SPAN_END + reference::CHUNK_BYTES;
 
-/// Proximity order OWNER and SOC_ID demand (BPS.md §4).
+/// Proximity order OWNER and SOC_ID demand (docs/PROTOCOL.md §4).
 const PO_MIN: u8 = 16;
 
 fn length_error(len: usize) -> Option<SocError> {
@@ -168,7 +168,7 @@ fn proximity_check(binding: Binding, topic: &[u8; 32], soc: &Recovered) -> Resul
     Ok(())
 }
 
-/// The R11 shape table (BPS.md §4): what each binding demands and what it dedups on.
+/// The R11 shape table (docs/PROTOCOL.md §4): what each binding demands and what it dedups on.
 fn model_shape(
     binding: Binding,
     topic: &[u8; 32],

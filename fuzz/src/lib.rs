@@ -7,7 +7,7 @@
 //! seed inputs written into `fuzz/corpus/` ([`seeds`]).
 //!
 //! Never: calls the code under test to compute an expected value. A reference model here is
-//! written from the specification (BPS.md, bee's definitions, the protobuf encoding rules),
+//! written from the specification (docs/PROTOCOL.md, bee's definitions, protobuf's encoding rules),
 //! so a target that compares against it can fail when the crates are wrong.
 
 pub mod bmt_input;

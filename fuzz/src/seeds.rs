@@ -40,7 +40,7 @@ const BEE_OWNER_KEY: [u8; 32] = [
     0x93, 0xf3, 0x95, 0xc0, 0x93, 0x37, 0x10, 0x17, 0xff, 0x44, 0xaa, 0x9a, 0xe6, 0x56, 0x4c, 0xdd,
 ];
 
-/// Proximity order OWNER and SOC_ID demand (BPS.md section 4); the seeds search for ids
+/// Proximity order OWNER and SOC_ID demand (docs/PROTOCOL.md §4); the seeds search for ids
 /// and keys that meet it so the fuzzer starts inside those branches.
 const PO_MIN: u8 = 16;
 

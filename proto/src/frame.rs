@@ -1,5 +1,5 @@
 //! Frames on a BPS stream: an unsigned LEB128 varint length, then that many protobuf bytes
-//! (BPS.md section 2, bee's delimited protobuf streams).
+//! (docs/PROTOCOL.md §2, bee's delimited protobuf streams).
 //!
 //! Owns: [`Frame`] (one whole frame, length prefix and body, in one buffer: what a broker
 //! reads once and delivers unchanged), splitting frames off a read buffer ([`next_frame`],

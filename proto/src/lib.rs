@@ -1,4 +1,4 @@
-//! The BPS wire (BPS.md sections 1 and 2, rules R1 and R3).
+//! The BPS wire (docs/PROTOCOL.md §1 and §2, rules R1 and R3).
 //!
 //! Owns: `bps.proto` and the prost types generated from it ([`pb`]), the varint-delimited
 //! frame codec ([`frame`]), keccak256 ([`hash`]), the typed cohort spec with its canonical

@@ -1,6 +1,6 @@
 //! The Binary Merkle Tree hash of a chunk payload and the content-addressed chunk (CAC)
 //! address built on it, bit for bit as bee computes them (`pkg/bmt/reference`,
-//! `pkg/cac`; BPS.md §3).
+//! `pkg/cac`; docs/PROTOCOL.md §3).
 //!
 //! Owns: [`bmt_root`], [`cac_address`] and bee's `cac.Valid` as [`validate_cac`], and their
 //! `_with` forms that take the keccak implementation ([`Lanes`]) explicitly.

@@ -58,7 +58,7 @@ pub struct Verified {
     /// The wrapped CAC's address (the BMT address the signature covers).
     pub wrapped: Hash,
     /// The signer's key, compressed: what the bridge's `recoveredPubKey` field carries
-    /// (BPS.md W6), known here for free because verification recovered or looked it up.
+    /// (docs/PROTOCOL.md W6), known here for free because verification recovered or looked it up.
     pub public_key: CompressedKey,
 }
 

@@ -4,7 +4,7 @@
 //! parsing and validation exactly as bee's `soc.Valid` ([`soc`]), EIP-191 signing and
 //! owner recovery ([`signer`]), signature checks against known keys, singly and in
 //! batches that mix keys ([`batch`]), the owner-key cache ([`keycache`]), the
-//! implicit-authorship binding shapes and proximity order of BPS.md R11 ([`shape`]), the
+//! implicit-authorship binding shapes and proximity order of docs/PROTOCOL.md R11 ([`shape`]), the
 //! client-side signing helper ([`publish`]), the stateless verification job ([`job`]),
 //! one worker's fast path ([`verifier`]), the worker pool that runs jobs in batches
 //! ([`pool`]) and the throughput measurement the bench tool reports ([`measure`]).

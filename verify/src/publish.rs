@@ -1,4 +1,4 @@
-//! Client-side signing: SOC bytes and ready-to-send `Broadcast` frames (BPS.md §1, R41).
+//! Client-side signing: SOC bytes and ready-to-send `Broadcast` frames (docs/PROTOCOL.md §1, R41).
 //!
 //! Owns: [`sign_soc`], [`sign_broadcast`] (session-feed ids for explicit and ALL cohorts),
 //! [`sign_implicit`] (the binding's own id, no challenge) and their `try_` forms.
@@ -100,7 +100,7 @@ fn frame_of(chunk: Bytes, kind: Kind, challenge: Bytes, index: u64) -> SignedFra
 }
 
 /// A `Broadcast` of `kind` at `index` on the session feed of (`topic`, `challenge`): the
-/// chunk id is `session_chunk_id(kind, topic, challenge, index)` (BPS.md §1.1) and the span
+/// chunk id is `session_chunk_id(kind, topic, challenge, index)` (docs/PROTOCOL.md §1.1); the span
 /// is `payload.len()` (so AUTH and EOS, with no payload, get span 0).
 pub fn try_sign_broadcast(
     key: &SigningKey,

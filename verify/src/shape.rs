@@ -1,4 +1,4 @@
-//! Binding shapes under implicit authorship and Swarm proximity order (BPS.md §4, R11,
+//! Binding shapes under implicit authorship and Swarm proximity order (docs/PROTOCOL.md §4, R11,
 //! D4, D8; bee `pkg/swarm/proximity.go`).
 //!
 //! Owns: [`PO_MIN`], [`MAX_PO`], [`proximity`] and [`check_implicit`], which decides
@@ -23,7 +23,7 @@ use crate::soc::Recovered;
 use crate::wire::{Address, Binding, Hash, feed_id, keccak256};
 
 /// Minimum proximity order between the SOC address and the topic for OWNER and SOC_ID
-/// (a protocol constant, BPS.md §4).
+/// (a protocol constant, docs/PROTOCOL.md §4).
 pub const PO_MIN: u8 = 16;
 /// Bee's cap on proximity order (`swarm.MaxPO`): only the first 4 bytes are compared.
 pub const MAX_PO: u8 = 31;

@@ -1,5 +1,5 @@
 //! secp256k1 keys, EIP-191 signing and owner recovery, as bee's `pkg/crypto` does them
-//! (BPS.md §3 "Signing"/"Recovery", D9).
+//! (docs/PROTOCOL.md §3 "Signing"/"Recovery", D9).
 //!
 //! Owns: [`SigningKey`], [`eip191_hash`], [`recover_eth`], [`address_of`].
 //!
@@ -48,7 +48,7 @@ pub fn eip191_hash(data: &Hash) -> Hash {
 
 /// A public key in SEC1 compressed form (parity byte ‖ x), as bee's
 /// `crypto.EncodeSecp256k1PublicKey` writes it; what a bridge subscriber asks for as
-/// `recoveredPubKey` (BPS.md W6).
+/// `recoveredPubKey` (docs/PROTOCOL.md W6).
 pub type CompressedKey = [u8; COMPRESSED_KEY_SIZE];
 
 /// Bytes of a [`CompressedKey`].

@@ -1,5 +1,5 @@
 //! Single-owner chunks (SOC): layout, parsing, owner recovery and bee's `soc.Valid`
-//! (BPS.md §3; bee `pkg/soc/soc.go`, `pkg/soc/validator.go`).
+//! (docs/PROTOCOL.md §3; bee `pkg/soc/soc.go`, `pkg/soc/validator.go`).
 //!
 //! Owns: the SOC size constants, [`SocRef::parse`] (zero-copy view of peer bytes),
 //! [`recover_soc`], [`validate_soc`], [`validate_soc_at`] (and [`validate_soc_at_with`],

@@ -1,6 +1,6 @@
-//! bee's published test vectors (BPS.md §3), checked against our implementation.
+//! bee's published test vectors (docs/PROTOCOL.md §3), checked against our implementation.
 //!
-//! Sources (ethersphere/bee, as stored in the public code index; BPS.md names bee
+//! Sources (ethersphere/bee, as stored in the public code index; docs/PROTOCOL.md names bee
 //! @a404d601, which the index does not hold, so each test cites the commit actually read):
 //! - `pkg/soc/soc_test.go` @4a6969461ec4581bbb8ee0e1451ca8d4c38638b2
 //! - `pkg/soc/validator_test.go` @024e0e6d71ebc10ff8999dab9b2c1e8ec8f1cdcf
@@ -347,7 +347,7 @@ fn cac_test_invalid() {
     );
 }
 
-/// The BMT of an empty payload is the tree over 4096 zero bytes (BPS.md §3); bee's
+/// The BMT of an empty payload is the tree over 4096 zero bytes (docs/PROTOCOL.md §3); bee's
 /// NewWithDataSpan accepts span-only data, and so does SOC parsing.
 #[test]
 fn empty_payload_is_the_zero_tree() {

@@ -1,5 +1,5 @@
 //! The client signing helper produces frames a receiver accepts: the delimited frame
-//! decodes to the same `Broadcast`, the chunk id is the session-feed id (BPS.md §1.1), and
+//! decodes to the same `Broadcast`, the chunk id is the session-feed's (docs/PROTOCOL.md §1.1), and
 //! the chunk validates at keccak256(id ‖ signer).
 
 use bps_proto::{

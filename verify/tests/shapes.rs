@@ -1,4 +1,4 @@
-//! Implicit-authorship shapes (BPS.md R11, D4, D8) through the verification job: each
+//! Implicit-authorship shapes (docs/PROTOCOL.md R11, D4, D8) through the verification job: each
 //! binding accepts its shape with the right dedup key and rejects the near misses.
 
 use bps_proto::{Binding, feed_id, keccak256, soc_address};

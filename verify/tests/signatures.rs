@@ -1,4 +1,4 @@
-//! Signature acceptance exactly as bee's btcec `RecoverCompact` (BPS.md §3 "Recovery", D9):
+//! Signature acceptance exactly as bee's btcec `RecoverCompact` (docs/PROTOCOL.md §3, D9):
 //! v in 27..=34 with recovery id (v - 27) & 3, r and s in [1, N-1], high S accepted.
 //!
 //! Base vector: bee's "foo" SOC (ethersphere/bee pkg/soc/soc_test.go

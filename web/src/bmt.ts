@@ -1,7 +1,7 @@
 /**
  * The Binary Merkle Tree hash of a chunk payload and the content-addressed chunk (CAC)
  * address built on it, bit for bit as bee computes them (`pkg/bmt/reference`, `pkg/cac`;
- * BPS.md section 3).
+ * docs/PROTOCOL.md §3).
  *
  * Owns: `bmtRoot`, `cacAddress`, bee's `cac.Valid` as `validateCac`, and the chunk size
  * constants.

@@ -1,5 +1,5 @@
 /**
- * Chunk ids of the session feeds (BPS.md section 1, "Chunk id of a frame"), feed ids and
+ * Chunk ids of the session feeds (docs/PROTOCOL.md §1.1), feed ids and
  * SOC addresses.
  *
  * Owns: the id every receiver derives from a frame's kind, the cohort topic, the stream's

@@ -1,6 +1,6 @@
 /**
- * Frames: an unsigned LEB128 varint length, then that many protobuf bytes (BPS.md sections
- * 1 and 2, bee's delimited protobuf streams). On the native WebSocket endpoint every binary
+ * Frames: an unsigned LEB128 varint length, then that many protobuf bytes (docs/PROTOCOL.md
+ * §1 and §2, bee's delimited protobuf streams). On the native WebSocket endpoint every binary
  * message is exactly one such frame, prefix included: byte for byte what a TCP stream
  * carries.
  *

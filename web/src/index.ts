@@ -1,6 +1,6 @@
 /**
  * @bps/client: the browser and Node client of Swarm's Broadcast Pub/Sub as this appliance
- * speaks it (shared/spec/BPS.md). Everything public is re-exported here; see README.md.
+ * speaks it (docs/PROTOCOL.md). Everything public is re-exported here; see README.md.
  *
  * Owns: the public surface. Never: code of its own.
  */

@@ -1,6 +1,6 @@
 /**
  * One BPS stream over a `Link`: send the Join, read the Ack, then exchange Broadcast
- * frames, one frame per message (BPS.md sections 1 and 5, R2–R5), as the Rust
+ * frames, one frame per message (docs/PROTOCOL.md §1 and §5, R2–R5), as the Rust
  * `bps_bench::session` does over TCP.
  *
  * Owns: `Session.join` (the handshake within `handshakeTimeoutMs`, the stream's challenge,

@@ -1,5 +1,5 @@
 /**
- * Binding shapes under implicit authorship and Swarm proximity order (BPS.md section 4,
+ * Binding shapes under implicit authorship and Swarm proximity order (docs/PROTOCOL.md §4,
  * R11, D4, D8; bee `pkg/swarm/proximity.go`).
  *
  * Owns: `PO_MIN`, `MAX_PO`, `proximity` and `checkImplicit`, which decides whether an

@@ -1,6 +1,6 @@
 /**
  * Client-side signing of whole publications: the SOC, the `Broadcast` carrying it, and that
- * message encoded once as a frame (BPS.md section 1, R41).
+ * message encoded once as a frame (docs/PROTOCOL.md §1, R41).
  *
  * Owns: `SignedFrame`, `signBroadcast` (session-feed ids, explicit and ALL cohorts, every
  * kind) and `signImplicit` (the binding's own id, no challenge, index only where given).

@@ -1,6 +1,6 @@
 /**
  * secp256k1 keys, EIP-191 signing and owner recovery as bee's `pkg/crypto` does them
- * (BPS.md section 3 "Signing"/"Recovery", D9), on the audited @noble/curves.
+ * (docs/PROTOCOL.md §3 "Signing"/"Recovery", D9), on the audited @noble/curves.
  *
  * Owns: `SigningKey` (the only holder of a secret key in the library), `eip191Hash`,
  * `recoverAddress`, `addressOfPublicKey`.

@@ -1,6 +1,6 @@
 /**
  * Single-owner chunks (SOC): layout, parsing, signing, owner recovery and bee's `soc.Valid`
- * (BPS.md section 3; bee `pkg/soc/soc.go`, `pkg/soc/validator.go`).
+ * (docs/PROTOCOL.md §3; bee `pkg/soc/soc.go`, `pkg/soc/validator.go`).
  *
  * Owns: the SOC size constants, `REPLICAS_OWNER`, `parseSoc` (views into peer bytes,
  * lengths checked), `recoverSoc`, `validateSoc`, `validateSocAt` (bee's dispersed-replicas

@@ -1,6 +1,6 @@
 /**
  * The broker's native WebSocket endpoint as a `Transport`: `ws://HOST:1639/bps/v1`, where
- * every binary message is exactly one frame of BPS.md section 1, varint prefix included
+ * every binary message is exactly one frame of docs/PROTOCOL.md §1, varint prefix included
  * (the client's Join first, the broker's Ack, then Broadcasts both ways).
  *
  * Owns: `webSocketTransport` and `NATIVE_PATH`/`NATIVE_PORT`. The WebSocket constructor is

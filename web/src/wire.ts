@@ -1,5 +1,5 @@
 /**
- * The protobuf messages of the wire (BPS.md section 1), generated from `proto/bps.proto`
+ * The protobuf messages of the wire (docs/PROTOCOL.md §1), generated from `proto/bps.proto`
  * into `src/gen/` by `npm run generate`: their codecs, and frames of them.
  *
  * Owns: decoding `Join`, `Ack` and `Broadcast` bodies into the generated types with a typed

@@ -122,7 +122,7 @@ describe("Admission drops with a typed reason", () => {
   });
 });
 
-describe("Admission per configuration (BPS.md: jam, spectator-jam, live-stream, group-chat, implicit)", () => {
+describe("Admission per configuration (docs/PROTOCOL.md §6: jam, spectator-jam, live-stream, group-chat, implicit)", () => {
   const rosterFrame = (cohort: ReturnType<typeof spec>, publishers: Uint8Array[], index: bigint) =>
     signBroadcast(admin, Kind.ROSTER, cohort.topic, filled(7), index, encodeRoster(publishers)).broadcast;
   const dataFrom = (cohort: ReturnType<typeof spec>, signer: ReturnType<typeof key>, index: bigint) =>
@@ -394,7 +394,7 @@ describe("next update", () => {
     verdict.type === "data" || verdict.type === "roster" ? verdict.next && { index: verdict.next.index, address: toHex(verdict.next.address) } : undefined;
   /** Where a written frame is, in the shape of `nextOf`. */
   const whereItIs = (outgoing: Outgoing) => ({ index: outgoing.index, address: toHex(outgoing.address) });
-  /** keccak256(keccak256(keccak256(prefix ‖ topic ‖ challenge) ‖ be64(index)) ‖ owner), BPS.md §1.1. */
+  /** keccak256(keccak256(keccak256(prefix ‖ topic ‖ challenge) ‖ be64(index)) ‖ owner), docs/PROTOCOL.md §1.1. */
   const sessionFeedAddress = (prefix: Uint8Array, challenge: Uint8Array, index: bigint, owner: Uint8Array) =>
     toHex(keccak256(keccak256(keccak256(prefix, TOPIC, challenge), be64(index)), owner));
 
@@ -413,7 +413,7 @@ describe("next update", () => {
     expect(nextOf(verdicts[0]!), "DATA 7 → DATA 8").toEqual(whereItIs(frames[2]!));
     expect(nextOf(verdicts[1]!), "ROSTER 2 → ROSTER 3").toEqual(whereItIs(frames[3]!));
     expect(nextOf(verdicts[2]!), "DATA 8 → DATA 9").toEqual(whereItIs(frames[4]!));
-    // The formula from BPS.md, independent of the library's chunk-id code.
+    // The formula of docs/PROTOCOL.md §1.1, independent of the library's chunk-id code.
     expect(nextOf(verdicts[4]!)).toEqual({ index: 10n, address: sessionFeedAddress(new Uint8Array(0), filled(4), 10n, admin.address) });
     const rosterPrefix = Uint8Array.of(...utf8("bps-service:v1"), Kind.ROSTER);
     expect(nextOf(verdicts[3]!)).toEqual({ index: 4n, address: sessionFeedAddress(rosterPrefix, filled(4), 4n, admin.address) });

@@ -1,5 +1,5 @@
 /**
- * bee's published test vectors (BPS.md section 3), the same the Rust tests check in
+ * bee's published test vectors (docs/PROTOCOL.md §3), the same the Rust tests check in
  * verify/tests/bee_vectors.rs. The hex values are bee's, from ethersphere/bee:
  * - pkg/soc/soc_test.go @4a6969461ec4581bbb8ee0e1451ca8d4c38638b2
  * - pkg/soc/validator_test.go @024e0e6d71ebc10ff8999dab9b2c1e8ec8f1cdcf

@@ -1,6 +1,6 @@
 //! The generator's outbound connections: from a chosen loopback source address, so that a
-//! broker sees the load spread over several peers (a peer is the remote IP address, BPS.md
-//! §2), and the BPS handshake on such a connection.
+//! broker sees the load spread over several peers (a peer is the remote IP address,
+//! docs/PROTOCOL.md §2), and the BPS handshake on such a connection.
 //!
 //! Owns: [`connect`] (bind the source address, connect within [`CONNECT_TIMEOUT`],
 //! `TCP_NODELAY`) and [`join`] (over WebSocket first the upgrade, [`crate::load::websocket`];

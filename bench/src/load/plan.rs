@@ -10,7 +10,7 @@
 //! publish. Also which loopback source address each stream connects from
 //! ([`Plan::source_of`]): the streams, numbered cohort by cohort (publishers first), take
 //! the `--sources` addresses in turn, so that a broker's per-peer bounds (a peer is the
-//! remote IP, BPS.md §2; R32 cohorts per peer, R33 streams per peer and cohort) see the
+//! remote IP, docs/PROTOCOL.md §2; R32 cohorts per peer, R33 streams per peer and cohort) see the
 //! load spread as [`Plan::peer_load`] says.
 //!
 //! Never: connects or signs.

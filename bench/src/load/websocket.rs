@@ -26,7 +26,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
-    /// Bare frames on TCP (BPS.md section 2).
+    /// Bare frames on TCP (docs/PROTOCOL.md §2).
     #[default]
     Tcp,
     /// One frame per binary message on the native WebSocket endpoint.

@@ -41,7 +41,7 @@ pub enum Action {
     /// `targets.except` (both ascending, so grouped by core; `except` holds the publishing
     /// identity's streams, R25, and streams that get the frame on their own). `facts` are
     /// what verification established about its chunk, for carriers that deliver fields of
-    /// it rather than the frame (the WebSocket bridge, BPS.md W6).
+    /// it rather than the frame (the WebSocket bridge, docs/PROTOCOL.md W6).
     Deliver {
         frame: Bytes,
         targets: Targets,

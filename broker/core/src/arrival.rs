@@ -1,7 +1,7 @@
 //! What the I/O layer says about a joining stream besides its `Join`.
 //!
 //! Owns: `Arrival`: the peer (R32, R33, R39), whether the stream is an anonymous spectator
-//! session of the WebSocket bridge (BPS.md W11), and the name of the carrier it travels on.
+//! session of the WebSocket bridge (docs/PROTOCOL.md W11), and the name of its carrier.
 //! Never does: anything about the transport itself; the carrier is a label for the admin
 //! view, which the machine stores and shows and never looks at.
 

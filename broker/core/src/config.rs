@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// D11: whether the broker serves `history = true` (BPS.md R3 lets it refuse).
+/// D11: whether the broker serves `history = true` (docs/PROTOCOL.md R3 lets it refuse).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HistoryPolicy {

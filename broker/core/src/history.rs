@@ -11,7 +11,7 @@
 //! frame (it keeps the delivered `Bytes`, which the I/O layer charges to frame memory), or
 //! decide who gets what (the machine does).
 //!
-//! The decisions, in BPS.md's terms:
+//! The decisions, in docs/PROTOCOL.md's terms:
 //! - `history` is part of the spec and so of the cohort's key (R1): a publisher and its
 //!   subscribers must all join with it, or they meet in two different cohorts.
 //! - What the ring holds: every DATA the machine accepted (R18), the same bytes it delivered

@@ -1,4 +1,4 @@
-//! `bps_core`, the BPS protocol core: an I/O-free state machine (BPS.md section 5, R1..R40).
+//! `bps_core`, the BPS protocol core: an I/O-free state machine (docs/PROTOCOL.md §5, R1..R40).
 //!
 //! Owns: every protocol rule the broker enforces, as `Machine` (one per broker core, for the
 //! cohorts homed on it), fed with `(now, stream, bytes)` and verification results, answering

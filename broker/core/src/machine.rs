@@ -1,7 +1,7 @@
 //! The protocol state machine of one broker core.
 //!
 //! Owns: `Machine`, every cohort homed on this core and every stream attached to them, and
-//! the rules of BPS.md section 5 that connect them: Join and its answers (R1..R5, R30..R33,
+//! the rules of docs/PROTOCOL.md §5 that connect them: Join and its answers (R1..R5, R30..R33,
 //! R37), roles and claims (R6..R12, R29), the validation order (R13..R18, in `validation`),
 //! rosters and revocation (R19..R24), delivery (R25) and history backlogs (D11, see
 //! `history`), deadlines (R34..R36) and violations (R39). Inputs are method calls carrying

@@ -2,7 +2,7 @@
 //! `POST /pubsub/{topic}/service`) and are relayed on a live admin stream of their cohort.
 //!
 //! Owns: `RelayOutcome`, what became of one such chunk.
-//! Never does: HTTP. The I/O layer maps each outcome to its answer (BPS.md W10: 200, 400,
+//! Never does: HTTP. The I/O layer maps each outcome to its answer (docs/PROTOCOL.md W10: 200, 400,
 //! 404, 409, 422); the machine decides it (`Machine::on_relay`).
 
 use std::fmt;

@@ -85,9 +85,9 @@ pub enum ControlKind {
 /// What a stream's bytes travel on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Transport {
-    /// The native transport: one stream per TCP connection (BPS.md section 2).
+    /// The native transport: one stream per TCP connection (docs/PROTOCOL.md §2).
     Tcp,
-    /// A WebSocket session (BPS.md section 9).
+    /// A WebSocket session (docs/PROTOCOL.md §9).
     WebSocket,
 }
 

@@ -65,7 +65,7 @@ use crate::protocol::{
 };
 
 /// Makes the frame of a relayed service chunk under a candidate admin stream's challenge
-/// (BPS.md W5); built by the carrier that read the request, run on the home core.
+/// (docs/PROTOCOL.md W5); built by the carrier that read the request, run on the home core.
 pub struct RelayFrames(pub Box<dyn Fn(&Hash) -> Frame + Send>);
 
 impl std::fmt::Debug for RelayFrames {

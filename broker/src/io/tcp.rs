@@ -1,5 +1,5 @@
 //! The TCP carrier: BPS's native transport, one stream per TCP connection, frames from the
-//! first byte (BPS.md section 2).
+//! first byte (docs/PROTOCOL.md §2).
 //!
 //! Owns: the accept loop of one core's listener, the socket options of an accepted
 //! connection (no Nagle; keepalive and `TCP_USER_TIMEOUT`, so a vanished peer frees its slot

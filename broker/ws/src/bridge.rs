@@ -1,4 +1,4 @@
-//! The SWIP-60 WebSocket bridge's formats (BPS.md section 9, W1..W11), as pure functions.
+//! The SWIP-60 WebSocket bridge's formats (docs/PROTOCOL.md §9, W1..W11), as pure functions.
 //!
 //! Owns: the Join parameters of a request ([`params`]: the topic of the path, the spec,
 //! `addr`, `swarm-soc-fields` as [`Fields`], the keep-alive period), the inbound binary

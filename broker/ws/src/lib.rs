@@ -1,4 +1,4 @@
-//! The WebSocket side of the appliance, as pure functions (BPS.md section 9, W1..W11).
+//! The WebSocket side of the appliance, as pure functions (docs/PROTOCOL.md §9, W1..W11).
 //!
 //! Owns:
 //! - [`codec`]: RFC 6455 framing, server side (an incremental decoder of masked client frames,

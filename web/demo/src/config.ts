@@ -3,7 +3,7 @@
  *
  * Owns: `DemoConfig`, `readConfig` and the parameter names: `view` (chat, live, jam),
  * `room` (64 hex digits are the topic itself; any other text is hashed with keccak256, as
- * the bridge's string topics are, BPS.md W10), `admin` (the cohort admin's 20-byte
+ * the bridge's string topics are, docs/PROTOCOL.md W10), `admin` (the cohort admin's 20-byte
  * address), `role=admin` (this page's own key is the admin), `identity` (which of the
  * browser's stored keys this tab uses, so two tabs can be two people) and `ws` (another
  * native endpoint than the page's own origin's `/bps/v1`).

@@ -1,5 +1,5 @@
 //! Tests of the machine through its inputs and actions, one or more per rule (named `rNN_…`
-//! after BPS.md section 5) and the five configurations end to end, all with real signed
+//! after docs/PROTOCOL.md §5) and the five configurations end to end, all with real signed
 //! chunks and real verification.
 
 mod configs;

@@ -1,4 +1,4 @@
-//! The protocol rules of the WebSocket bridge (BPS.md W5, W11): anonymous spectator
+//! The protocol rules of the WebSocket bridge (docs/PROTOCOL.md W5, W11): anonymous spectator
 //! sessions and service chunks relayed on an admin stream.
 
 use bps_proto::{Broadcast, Frame, Hash, Kind, Status, encode_frame, session_chunk_id};

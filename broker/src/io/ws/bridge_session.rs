@@ -1,4 +1,4 @@
-//! What one bridge session (BPS.md W1..W11) keeps beside its port.
+//! What one bridge session (docs/PROTOCOL.md W1..W11) keeps beside its port.
 //!
 //! Owns: `BridgeSession`: the spec and fields it asked for, whether it publishes (it has an
 //! `addr`), and the challenge of its stream once the Ack came (the core sees the Ack go by

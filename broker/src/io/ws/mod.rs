@@ -1,5 +1,5 @@
 //! The WebSocket carrier: BPS streams as WebSocket sessions on a listener of their own
-//! (BPS.md section 9; the endpoint reference is docs/WEBSOCKET.md).
+//! (docs/PROTOCOL.md §9; the endpoint reference is docs/WEBSOCKET.md).
 //!
 //! Owns, by module: `connection` (the accept loop, the request head, the peer behind a
 //! trusted proxy, `Origin`, routing and the refusals before the upgrade), `session` (an

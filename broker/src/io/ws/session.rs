@@ -1,5 +1,5 @@
-//! One WebSocket session: a BPS stream whose bytes are WebSocket messages (BPS.md section
-//! 9), on the native endpoint or the SWIP-60 bridge.
+//! One WebSocket session: a BPS stream whose bytes are WebSocket messages
+//! (docs/PROTOCOL.md §9), on the native endpoint or the SWIP-60 bridge.
 //!
 //! Owns: the session's reader (RFC 6455 frames out of the read buffer through `bps_ws`'s
 //! decoder: messages become frames handed to the core, pings are answered, a close is
