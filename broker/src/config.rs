@@ -200,6 +200,12 @@ pub struct LimitsConfig {
     /// W11: bridge sessions without `addr` one peer may hold on all cohorts together (they
     /// are outside R33, so viewers behind one NAT are not refused at the third tab).
     pub spectator_sessions_per_peer_max: usize,
+    /// W11: anonymous sessions one peer may hold in one cohort, so a few addresses cannot
+    /// fill a cohort's R30 slots.
+    pub spectator_sessions_per_peer_per_cohort_max: usize,
+    /// W11: the percent of `streams_per_cohort_max` anonymous sessions may hold; the rest
+    /// stays for streams with an address.
+    pub spectator_slots_percent: usize,
     /// Cohorts exported with series of their own (the largest by subscribers); the rest are
     /// summed, so a scrape stays bounded whatever the number of cohorts.
     pub cohort_series_max: usize,
@@ -237,6 +243,9 @@ impl Default for LimitsConfig {
             prejoin_connections_per_peer_max: protocol.prejoin_connections_per_peer_max,
             join_timeouts_per_peer_max: protocol.join_timeouts_per_peer_max,
             spectator_sessions_per_peer_max: protocol.spectator_sessions_per_peer_max,
+            spectator_sessions_per_peer_per_cohort_max: protocol
+                .spectator_sessions_per_peer_per_cohort_max,
+            spectator_slots_percent: protocol.spectator_slots_percent,
             cohort_series_max: 100,
             memory_bytes_max: 0,
             frame_memory_bytes_max: 512 << 20,
@@ -940,6 +949,9 @@ impl BrokerConfig {
             join_timeouts_per_peer_max: limits.join_timeouts_per_peer_max,
             blocklist_join_timeout_ms: timeouts.blocklist_join_timeout_ms,
             spectator_sessions_per_peer_max: limits.spectator_sessions_per_peer_max,
+            spectator_sessions_per_peer_per_cohort_max: limits
+                .spectator_sessions_per_peer_per_cohort_max,
+            spectator_slots_percent: limits.spectator_slots_percent,
             history: self.policy.history,
             history_frames_max: limits.history_frames_max,
             history_bytes_max: self.effective_history_bytes(),

@@ -206,6 +206,10 @@ pub enum FullCause {
     PeerStreams,
     /// W11: anonymous spectator sessions per peer.
     PeerAnonymousSessions,
+    /// W11: anonymous spectator sessions of one peer in one cohort.
+    PeerAnonymousSessionsInCohort,
+    /// W11: the share of a cohort's R30 slots anonymous sessions may hold.
+    CohortAnonymousSessions,
 }
 
 impl fmt::Display for FullCause {
@@ -217,6 +221,10 @@ impl fmt::Display for FullCause {
             FullCause::PeerCohorts => "cohorts per peer (R32)",
             FullCause::PeerStreams => "streams per peer per cohort (R33)",
             FullCause::PeerAnonymousSessions => "anonymous sessions per peer (W11)",
+            FullCause::PeerAnonymousSessionsInCohort => {
+                "anonymous sessions per peer per cohort (W11)"
+            }
+            FullCause::CohortAnonymousSessions => "anonymous share of a cohort's streams (W11)",
         })
     }
 }

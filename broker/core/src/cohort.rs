@@ -43,6 +43,8 @@ pub(crate) struct Cohort {
     pub streams_by_peer: HashMap<PeerId, usize>,
     /// Of `streams_by_peer`, the anonymous sessions (W11), which R33 does not count.
     pub anonymous_by_peer: HashMap<PeerId, usize>,
+    /// The sum of `anonymous_by_peer`: the R30 slots anonymous sessions hold (W11).
+    pub anonymous: usize,
     /// Streams counted against R30 (all but those that joined pending).
     pub counted: usize,
     /// Streams currently pending.
@@ -83,6 +85,7 @@ impl Cohort {
             publishers_by_addr: HashMap::new(),
             streams_by_peer: HashMap::new(),
             anonymous_by_peer: HashMap::new(),
+            anonymous: 0,
             counted: 0,
             pending: 0,
             cursors: CursorTable::new(config.cursors_per_cohort_max),
@@ -171,6 +174,7 @@ impl Cohort {
         let first_of_peer = *peer_streams == 1;
         if stream.anonymous {
             *self.anonymous_by_peer.entry(stream.peer).or_insert(0) += 1;
+            self.anonymous += 1;
         }
         if !stream.exempt {
             self.counted += 1;
@@ -206,6 +210,7 @@ impl Cohort {
             if *anonymous == 0 {
                 self.anonymous_by_peer.remove(&stream.peer);
             }
+            self.anonymous -= 1;
         }
         let peer_streams = self
             .streams_by_peer

@@ -87,6 +87,13 @@ pub struct ProtocolConfig {
     /// on all cohorts together; they are outside R33, so that many viewers behind one NAT
     /// are not refused at the third tab, and this bounds what one address can hold instead.
     pub spectator_sessions_per_peer_max: usize,
+    /// W11: anonymous sessions one peer may hold in one cohort, so a few addresses cannot fill
+    /// a cohort's R30 slots with sessions nobody can be held to (64: a large household or
+    /// office behind one NAT watching one stream).
+    pub spectator_sessions_per_peer_per_cohort_max: usize,
+    /// W11: the share of a cohort's R30 slots, in percent, anonymous sessions may hold; the
+    /// rest stays for streams with an address (publishers, named viewers) whatever the crowd.
+    pub spectator_slots_percent: usize,
     /// D11: serve or refuse Joins with `history = true`; reloadable.
     pub history: HistoryPolicy,
     /// D11: DATA frames a history cohort retains at most. 256 is a minute of a chat or live
@@ -122,6 +129,8 @@ impl Default for ProtocolConfig {
             join_timeouts_per_peer_max: 4,
             blocklist_join_timeout_ms: 60_000,
             spectator_sessions_per_peer_max: 256,
+            spectator_sessions_per_peer_per_cohort_max: 64,
+            spectator_slots_percent: 75,
             history: HistoryPolicy::Serve,
             history_frames_max: 256,
             history_bytes_max: 256 << 10,
@@ -153,11 +162,18 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl ProtocolConfig {
+    /// W11: the R30 slots of one cohort anonymous sessions may hold (at least one, so a tiny
+    /// cohort still admits a viewer).
+    #[must_use]
+    pub fn spectator_slots_per_cohort(&self) -> usize {
+        (self.streams_per_cohort_max * self.spectator_slots_percent / 100).max(1)
+    }
+
     /// Every problem with this configuration (empty when it is usable).
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
         let mut errors = Vec::new();
-        let at_least_one: [(&'static str, usize); 14] = [
+        let at_least_one: [(&'static str, usize); 15] = [
             ("streams_per_cohort_max", self.streams_per_cohort_max),
             (
                 "pending_streams_per_cohort_max",
@@ -192,6 +208,10 @@ impl ProtocolConfig {
                 "spectator_sessions_per_peer_max",
                 self.spectator_sessions_per_peer_max,
             ),
+            (
+                "spectator_sessions_per_peer_per_cohort_max",
+                self.spectator_sessions_per_peer_per_cohort_max,
+            ),
             ("history_frames_max", self.history_frames_max),
         ];
         for (key, value) in at_least_one {
@@ -202,6 +222,13 @@ impl ProtocolConfig {
                     expected: ">= 1".into(),
                 });
             }
+        }
+        if !(1..=100).contains(&self.spectator_slots_percent) {
+            errors.push(ConfigError {
+                key: "spectator_slots_percent",
+                value: self.spectator_slots_percent.to_string(),
+                expected: "1..=100 (percent of streams_per_cohort_max)".into(),
+            });
         }
         if self.outbound_queue_frames_max < 2 {
             errors.push(ConfigError {

@@ -528,6 +528,9 @@ impl Machine {
             }
             Role::Publisher | Role::Spectator | Role::Silent => {}
         }
+        if arrival.anonymous {
+            self.admit_anonymous(cohort, peer)?;
+        }
         if peer_streams == 0 && !self.ledger.try_enter_cohort(peer) {
             return Err(FullCause::PeerCohorts);
         }
@@ -536,6 +539,19 @@ impl Machine {
                 self.ledger.leave_cohort(peer);
             }
             return Err(FullCause::PeerAnonymousSessions);
+        }
+        Ok(())
+    }
+
+    /// W11's bounds of a cohort on anonymous sessions: a few peers cannot fill its R30 slots,
+    /// and part of them stays for streams with an address.
+    fn admit_anonymous(&self, cohort: &Cohort, peer: PeerId) -> Result<(), FullCause> {
+        if cohort.anonymous_of_peer(peer) >= self.config.spectator_sessions_per_peer_per_cohort_max
+        {
+            return Err(FullCause::PeerAnonymousSessionsInCohort);
+        }
+        if cohort.anonymous >= self.config.spectator_slots_per_cohort() {
+            return Err(FullCause::CohortAnonymousSessions);
         }
         Ok(())
     }

@@ -108,6 +108,64 @@ fn w11_anonymous_sessions_per_peer_are_bounded_across_cohorts() {
 }
 
 #[test]
+fn w11_one_peers_anonymous_sessions_in_one_cohort_are_bounded() {
+    let mut rig = Rig::with_config(ProtocolConfig {
+        spectator_sessions_per_peer_per_cohort_max: 2,
+        ..ProtocolConfig::default()
+    });
+    let one = explicit(1, &key(1), false);
+    let two = explicit(2, &key(1), false);
+    assert!(is_ok_ack(&anonymous(&mut rig, &one, 1, 5), 1));
+    assert!(is_ok_ack(&anonymous(&mut rig, &one, 2, 5), 2));
+    assert_eq!(
+        anonymous(&mut rig, &one, 3, 5)[1],
+        close(
+            sid(3),
+            CloseReason::Full(FullCause::PeerAnonymousSessionsInCohort)
+        )
+    );
+    // The same address in another cohort, and another address in this one, still get in.
+    assert!(is_ok_ack(&anonymous(&mut rig, &two, 4, 5), 4));
+    assert!(is_ok_ack(&anonymous(&mut rig, &one, 5, 6), 5));
+    // The refusal left no ledger entry behind.
+    assert_eq!(rig.ledger.snapshot().anonymous_sessions, 4);
+}
+
+#[test]
+fn w11_anonymous_sessions_leave_a_share_of_r30_to_streams_with_an_addr() {
+    let mut rig = Rig::with_config(ProtocolConfig {
+        streams_per_cohort_max: 8,
+        spectator_slots_percent: 50,
+        ..ProtocolConfig::default()
+    });
+    let spec = explicit(1, &key(1), false);
+    // Four peers take the four anonymous slots (half of R30's eight)...
+    for stream in 1..=4u8 {
+        assert!(is_ok_ack(
+            &anonymous(&mut rig, &spec, u64::from(stream), 10 + stream),
+            u64::from(stream)
+        ));
+    }
+    // ...the fifth anonymous session is FULL, whoever sends it...
+    assert_eq!(
+        anonymous(&mut rig, &spec, 5, 20)[1],
+        close(
+            sid(5),
+            CloseReason::Full(FullCause::CohortAnonymousSessions)
+        )
+    );
+    // ...while the admin and named viewers still fill the rest of R30.
+    rig.joined(key(1), &spec, sid(6), peer(1));
+    for stream in 7..=9u8 {
+        rig.joined(key(stream), &spec, sid(u64::from(stream)), peer(stream));
+    }
+    assert_eq!(rig.roles(&spec)["spectator"].len(), 7);
+    // A closed anonymous session gives its slot back.
+    rig.closed(sid(1), crate::ClosedBy::Peer);
+    assert!(is_ok_ack(&anonymous(&mut rig, &spec, 10, 20), 10));
+}
+
+#[test]
 fn w11_anonymous_sessions_spectate_under_all_and_are_refused_by_closed_cohorts() {
     let mut rig = Rig::new();
     let chat = all(1, &key(1));
