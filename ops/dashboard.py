@@ -81,7 +81,6 @@ def variables_of(args):
         "instance": args.instance,
         "__rate_interval": args.rate_interval,
         "__range": args.range,
-        "__interval": args.rate_interval,
     }
 
 
@@ -240,7 +239,8 @@ def render(args):
     out.append("</svg>")
     with open(args.out, "w", encoding="utf-8") as handle:
         handle.write("\n".join(out) + "\n")
-    print(f"render: {len(panels)} panels drawn into {args.out}")
+    drawn = sum(1 for panel in panels if panel["type"] != "row")
+    print(f"render: {drawn} panels drawn into {args.out}")
     return 0
 
 
