@@ -1032,6 +1032,7 @@ mod tests {
                     heartbeats_ms: vec![0],
                     core_busy: vec![Some(Duration::from_millis(500))],
                     ready: true,
+                    verify_pool: None,
                 },
             }
         }

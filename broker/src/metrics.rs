@@ -290,6 +290,8 @@ pub struct CoreMetrics {
     pub connections_refused_draining: Counter,
     /// Connections closed because no Join arrived within `server.join_deadline_ms`.
     pub join_timeouts: Counter,
+    /// Peers blocklisted for missing `limits.join_timeouts_per_peer_max` Join deadlines.
+    pub join_timeout_blocklistings: Counter,
     /// Flushing closes that did not finish within `timeouts.flush_deadline_ms` and were reset.
     pub flush_timeouts: Counter,
     /// Connections closed, for any reason.
@@ -371,6 +373,7 @@ impl Default for CoreMetrics {
             connections_refused_prejoin: Counter::default(),
             connections_refused_draining: Counter::default(),
             join_timeouts: Counter::default(),
+            join_timeout_blocklistings: Counter::default(),
             flush_timeouts: Counter::default(),
             connections_closed: Counter::default(),
             connections_open: Gauge::default(),
@@ -477,7 +480,7 @@ impl CoreMetrics {
     }
 
     /// The counters with their exported names (without `bps_` and `_total`) and help texts.
-    fn counters(&self) -> [(&'static str, &'static str, &Counter); 24] {
+    fn counters(&self) -> [(&'static str, &'static str, &Counter); 25] {
         [
             (
                 "connections_accepted",
@@ -508,6 +511,11 @@ impl CoreMetrics {
                 "join_timeouts",
                 "Connections closed for sending no Join within server.join_deadline_ms.",
                 &self.join_timeouts,
+            ),
+            (
+                "join_timeout_blocklistings",
+                "Peers blocklisted for missing limits.join_timeouts_per_peer_max Join deadlines (timeouts.blocklist_join_timeout_ms).",
+                &self.join_timeout_blocklistings,
             ),
             (
                 "flush_timeouts",
@@ -871,6 +879,63 @@ pub struct BrokerGauges {
     pub core_busy: Vec<Option<std::time::Duration>>,
     /// Whether `/readyz` answers 200 (not draining).
     pub ready: bool,
+    /// The verification pool's totals; `None` when every core verifies inline.
+    pub verify_pool: Option<VerifyPoolFigures>,
+}
+
+/// The verification pool's totals since start, read from its shared statistics at scrape.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyPoolFigures {
+    pub jobs: u64,
+    pub batches: u64,
+    pub full: u64,
+    pub recoveries: u64,
+    pub key_accepts: u64,
+    pub batch_checks: u64,
+    pub batch_failures: u64,
+}
+
+impl VerifyPoolFigures {
+    /// Each figure with its family name and help text.
+    fn families(&self) -> [(&'static str, &'static str, u64); 7] {
+        [
+            (
+                "bps_verify_pool_jobs_total",
+                "Verification jobs the pool finished; over batches, the mean batch size.",
+                self.jobs,
+            ),
+            (
+                "bps_verify_pool_batches_total",
+                "Batches the pool's workers finished.",
+                self.batches,
+            ),
+            (
+                "bps_verify_pool_full_total",
+                "Jobs refused at the pool's queue bound.",
+                self.full,
+            ),
+            (
+                "bps_verify_pool_recoveries_total",
+                "Jobs settled by a full public-key recovery.",
+                self.recoveries,
+            ),
+            (
+                "bps_verify_pool_key_accepts_total",
+                "Jobs accepted against a cached owner key, without recovery.",
+                self.key_accepts,
+            ),
+            (
+                "bps_verify_pool_batch_checks_total",
+                "Batched signature checks run (two or more chunks of cached owners).",
+                self.batch_checks,
+            ),
+            (
+                "bps_verify_pool_batch_failures_total",
+                "Batched checks that failed and fell back to one check per chunk.",
+                self.batch_failures,
+            ),
+        ]
+    }
 }
 
 /// Everything one scrape exports, handed over by the admin backend.
@@ -982,6 +1047,12 @@ fn render_broker(out: &mut String, broker: &BrokerGauges) {
         "1 while the broker takes new streams (/readyz answers 200), 0 while draining.",
     );
     line(out, "bps_ready", &[], if broker.ready { "1" } else { "0" });
+    if let Some(pool) = &broker.verify_pool {
+        for (name, help, value) in pool.families() {
+            family(out, name, "counter", help);
+            line(out, name, &[], &value.to_string());
+        }
+    }
 }
 
 /// Renders a scrape in the Prometheus text exposition format 0.0.4: per-core instruments merged

@@ -123,6 +123,11 @@ impl AdminBackend for Fake {
                 heartbeats_ms: vec![4],
                 core_busy: vec![Some(Duration::from_millis(1250))],
                 ready: self.ready.load(Ordering::Relaxed),
+                verify_pool: Some(bps_broker::metrics::VerifyPoolFigures {
+                    jobs: 12,
+                    batches: 3,
+                    ..Default::default()
+                }),
             },
         }
     }
@@ -222,6 +227,9 @@ fn metrics_are_prometheus_text() {
     assert!(body.contains("bps_cohort_invalid_roster_total{cohort=\"0a200a200a200a20\",binding=\"mnemonic\",admin=\"none\"} 0\n"));
     assert!(body.contains("bps_core_busy_seconds_total{core=\"0\"} 1.250000\n"));
     assert!(body.contains("bps_ready 1\n"));
+    assert!(body.contains("bps_verify_pool_jobs_total 12\n"));
+    assert!(body.contains("bps_verify_pool_batches_total 3\n"));
+    assert!(body.contains("bps_verify_pool_batch_failures_total 0\n"));
     server.stop();
 }
 

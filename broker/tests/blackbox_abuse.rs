@@ -512,6 +512,8 @@ fn missed_join_deadlines_count_towards_the_blocklist() {
         "a blocklisted peer gets no Ack ({end:?})"
     );
     wait_at_least(&broker, "bps_connections_refused_blocklist_total", 1);
+    // The blocklisting itself is counted once, apart from the protocol's R39 entries.
+    assert_eq!(broker.metric("bps_join_timeout_blocklistings_total"), 1);
     // Other peers are not affected.
     let spec = explicit(1, &key(1).address(), false);
     let _spectator = broker.join(&spec, &key(2).address());

@@ -31,6 +31,9 @@ fn a_busy_brokers_scrape_parses_with_no_duplicate_series() {
     let jam = explicit(4, &admin.address(), true);
     let _seat = broker.join(&jam, &key(6).address());
     broker.wait_metric("bps_accepted_data_total", 2);
+    // The pool's totals: every accepted chunk went through it, in at least one batch.
+    assert!(broker.metric("bps_verify_pool_jobs_total") >= 2);
+    assert!(broker.metric("bps_verify_pool_batches_total") >= 1);
 
     let (status, text) = broker.get("/metrics");
     assert_eq!(status, 200);

@@ -618,7 +618,11 @@ impl CoreLink {
                 self.metrics.join_timeouts.inc();
                 port.note_closing(Closing::JoinDeadline);
                 port.reset();
-                if let Some(until) = self.shared.ledger.note_join_timeout(port.peer(), now)
+                let blocklisted = self.shared.ledger.note_join_timeout(port.peer(), now);
+                if blocklisted.is_some() {
+                    self.metrics.join_timeout_blocklistings.inc();
+                }
+                if let Some(until) = blocklisted
                     && self.may_log()
                 {
                     tracing::info!(peer = %port.peer(), until_ms = until.as_ms(), "peer blocklisted for missed Join deadlines");

@@ -471,6 +471,20 @@ fn shared_state(
     }
 }
 
+/// The pool's totals for a scrape.
+fn pool_figures(stats: &PoolStats) -> crate::metrics::VerifyPoolFigures {
+    let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    crate::metrics::VerifyPoolFigures {
+        jobs: read(&stats.jobs),
+        batches: read(&stats.batches),
+        full: read(&stats.full),
+        recoveries: read(&stats.recoveries),
+        key_accepts: read(&stats.key_accepts),
+        batch_checks: read(&stats.batch_checks),
+        batch_failures: read(&stats.batch_failures),
+    }
+}
+
 fn start_pool(
     config: &BrokerConfig,
     cores: usize,
@@ -670,6 +684,7 @@ impl AdminBackend for Backend {
                     .map(thread_cpu::ThreadCpuClock::used)
                     .collect(),
                 ready: self.ready(),
+                verify_pool: self.shared.pool_stats.as_deref().map(pool_figures),
             },
         }
     }
