@@ -8,13 +8,18 @@
 //! `--set` checks only the `SECTION.KEY=VALUE` form here; whether the key exists is a config
 //! error reported with the others by the loader (so `check-config` lists it with every other
 //! problem).
+//!
+//! `top` takes flags of its own (`TopArgs`): it watches a running broker through its admin
+//! address and reads no config.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::ConfigSources;
+use crate::config::{ConfigSources, ServerConfig};
+use crate::top::{self, SortKey};
 
 /// The BPS broker: Broadcast Pub/Sub for Swarm over TCP.
 #[derive(Debug, Parser)]
@@ -49,6 +54,38 @@ pub enum Command {
     Run(ConfigArgs),
     /// Validate the configuration: exit 0 and print it, or exit 1 listing every error.
     CheckConfig(ConfigArgs),
+    /// Watch a running broker live: cores, memory, busiest cohorts (docs/TOP.md).
+    Top(TopArgs),
+}
+
+/// The flags of `top`.
+#[derive(Clone, Debug, Args)]
+pub struct TopArgs {
+    /// The broker's admin address.
+    #[arg(long, value_name = "HOST:PORT", default_value_t = ServerConfig::default().admin_listen.to_string())]
+    pub admin: String,
+    /// Time between refreshes: seconds, or with ms or s (0.5, 500ms, 2s).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = top::parse_interval)]
+    pub interval: Duration,
+    /// The cohort order (keys d, p, s, r change it live).
+    #[arg(long, value_name = "KEY", value_enum, default_value_t = SortKey::Deliveries)]
+    pub sort: SortKey,
+    /// Print one screen (two scrapes one interval apart, for the rates) and exit.
+    #[arg(long)]
+    pub once: bool,
+}
+
+impl TopArgs {
+    /// What `top` is to do.
+    #[must_use]
+    pub fn options(&self) -> top::Options {
+        top::Options {
+            admin: self.admin.clone(),
+            interval: self.interval,
+            sort: self.sort,
+            once: self.once,
+        }
+    }
 }
 
 /// Where the configuration comes from.
@@ -133,6 +170,45 @@ mod tests {
             panic!("expected run");
         };
         assert_eq!(args.sources(), ConfigSources::default());
+    }
+
+    #[test]
+    fn top_takes_its_own_flags() {
+        let Ok(Command::Top(args)) = parse(&["top"]) else {
+            panic!("expected top");
+        };
+        let options = args.options();
+        assert_eq!(options.admin, "127.0.0.1:1638");
+        assert_eq!(options.interval, Duration::from_secs(1));
+        assert_eq!(options.sort, SortKey::Deliveries);
+        assert!(!options.once);
+        let Ok(Command::Top(args)) = parse(&[
+            "top",
+            "--admin",
+            "broker.example:1638",
+            "--interval",
+            "250ms",
+            "--sort",
+            "resets",
+            "--once",
+        ]) else {
+            panic!("expected top");
+        };
+        let options = args.options();
+        assert_eq!(options.admin, "broker.example:1638");
+        assert_eq!(options.interval, Duration::from_millis(250));
+        assert_eq!(options.sort, SortKey::Resets);
+        assert!(options.once);
+        for args in [
+            &["top", "--interval", "0"][..],
+            &["top", "--sort", "bogus"],
+            &["top", "--config", "/x.toml"],
+        ] {
+            let error = parse(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} parsed"));
+            assert_eq!(error.exit_code(), 2, "{args:?}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use bps_broker::cli::{Cli, Command};
 use bps_broker::config::BrokerConfig;
 use bps_broker::io::Broker;
 use bps_broker::lifecycle::{self, DrainSummary, Service};
+use bps_broker::top;
 use clap::Parser;
 
 #[global_allocator]
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
     let code = match cli.into_command() {
         Command::Run(args) => lifecycle::run(&args.sources(), start),
         Command::CheckConfig(args) => lifecycle::check_config(&args.sources()),
+        Command::Top(args) => top::run(&args.options()),
     };
     ExitCode::from(code)
 }
