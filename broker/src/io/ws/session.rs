@@ -208,6 +208,12 @@ fn control_message(opcode: Opcode, payload: Bytes) -> Outgoing {
     }
 }
 
+/// A copy of a control payload (at most 125 bytes, RFC 6455 5.5): a queued pong must not pin
+/// the whole read buffer its ping was sliced from while the peer does not read.
+fn owned(payload: &Bytes) -> Bytes {
+    Bytes::copy_from_slice(payload)
+}
+
 /// The control frames a peer sent in the current one-second window.
 #[derive(Debug)]
 struct ControlRate {
@@ -344,8 +350,10 @@ impl<'a> Reading<'a> {
                 if !self.control.allow() {
                     return Next::End(self.flood());
                 }
-                self.port
-                    .push_control(ControlKind::Pong, control_message(Opcode::Pong, payload));
+                self.port.push_control(
+                    ControlKind::Pong,
+                    control_message(Opcode::Pong, owned(&payload)),
+                );
                 Next::Continue
             }
             Event::Pong(_) => {
@@ -502,5 +510,21 @@ async fn write_loop(
         port.return_writing(batch);
         link.metrics().frames_per_write.record(frames);
         link.written(&port, frames, bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::owned;
+
+    #[test]
+    fn a_pong_owns_its_payload_instead_of_a_slice_of_the_read_buffer() {
+        let read_buffer = Bytes::from(vec![7u8; 64 << 10]);
+        let ping = read_buffer.slice(100..225);
+        let pong = owned(&ping);
+        assert_eq!(pong, ping);
+        assert!(!read_buffer.as_ptr_range().contains(&pong.as_ptr()));
     }
 }
