@@ -109,7 +109,8 @@ pub const LOG_BUFFER_BYTES: u64 = crate::lifecycle::LOG_BUFFERED_LINES_MAX as u6
 /// read, the message its decoder assembles (a frame, or the largest bridge message), the
 /// inline headers of its write batch, and the session's own state.
 pub fn ws_connection_bytes(frame_bytes_max: usize, write_batch_frames_max: usize) -> u64 {
-    let message = frame_bytes_max.max(crate::io::BRIDGE_MESSAGE_BYTES_MAX);
+    let message = crate::io::native_message_bytes_max(frame_bytes_max)
+        .max(crate::io::BRIDGE_MESSAGE_BYTES_MAX);
     to_u64(crate::io::WS_HEAD_BYTES_MAX)
         + to_u64(message)
         + to_u64(write_batch_frames_max) * to_u64(crate::io::PREFIX_BYTES_MAX)

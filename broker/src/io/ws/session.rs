@@ -208,6 +208,12 @@ fn control_message(opcode: Opcode, payload: Bytes) -> Outgoing {
     }
 }
 
+/// The largest native message: one whole frame, a `frame_bytes_max` body and its varint
+/// length, so that every frame TCP takes fits one WebSocket message too (review C13).
+pub fn native_message_bytes_max(frame_bytes_max: usize) -> usize {
+    frame_bytes_max + prost::encoding::encoded_len_varint(frame_bytes_max as u64)
+}
+
 /// A copy of a control payload (at most 125 bytes, RFC 6455 5.5): a queued pong must not pin
 /// the whole read buffer its ping was sliced from while the peer does not read.
 fn owned(payload: &Bytes) -> Bytes {
@@ -266,7 +272,7 @@ impl<'a> Reading<'a> {
         let message_bytes_max = if bridge.is_some() {
             BRIDGE_MESSAGE_BYTES_MAX
         } else {
-            link.settings().frame_bytes_max
+            native_message_bytes_max(link.settings().frame_bytes_max)
         };
         let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
         buffer.unparsed().extend_from_slice(&leftover);
