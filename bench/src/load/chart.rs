@@ -464,8 +464,14 @@ mod tests {
         let positions = log_positions(&groups);
         let gap = positions[1] - positions[0];
         // Bars fill GROUP_FILL of a slot as wide as the gap around each centre.
-        assert!(positions[0] - gap * GROUP_FILL / 2.0 >= 0.0, "{positions:?}");
-        assert!(positions[2] + gap * GROUP_FILL / 2.0 <= 1.0, "{positions:?}");
+        assert!(
+            positions[0] - gap * GROUP_FILL / 2.0 >= 0.0,
+            "{positions:?}"
+        );
+        assert!(
+            positions[2] + gap * GROUP_FILL / 2.0 <= 1.0,
+            "{positions:?}"
+        );
     }
 
     #[test]
@@ -473,7 +479,7 @@ mod tests {
         assert_eq!(fitted_font("commit abc1234, AMD EPYC", SUBTITLE_FONT), 13.0);
         let long = "x".repeat(130);
         let size = fitted_font(&long, SUBTITLE_FONT);
-        assert!(size < SUBTITLE_FONT && size >= FONT_MIN, "{size}");
+        assert!((FONT_MIN..SUBTITLE_FONT).contains(&size), "{size}");
         assert!(130.0 * GLYPH_ADVANCE_EM * size <= WIDTH - 2.0 * MARGIN_RIGHT);
         assert_eq!(fitted_font(&"x".repeat(1000), SUBTITLE_FONT), FONT_MIN);
     }
