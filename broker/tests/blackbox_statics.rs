@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use support::{Broker, Options, Raw, WAIT};
 
 /// The demo page's stand-in.
-const PAGE: &str = "<!doctype html><title>t</title><script type=\"module\" src=\"app.js\"></script>\n";
+const PAGE: &str =
+    "<!doctype html><title>t</title><script type=\"module\" src=\"app.js\"></script>\n";
 /// A script beside it.
 const SCRIPT: &str = "console.log(\"static\");\n";
 /// The broker's bound on static answers in flight per core (`STATIC_IN_FLIGHT_PER_CORE_MAX`).
@@ -165,9 +166,17 @@ fn a_strong_etag_is_stable_and_if_none_match_answers_304_without_a_body() {
         "a strong, quoted tag: {etag}"
     );
     let again = request(broker.ws(), "GET", "/index.html", &[]);
-    assert_eq!(again.header("etag"), Some(etag.as_str()), "the same file, the same tag");
+    assert_eq!(
+        again.header("etag"),
+        Some(etag.as_str()),
+        "the same file, the same tag"
+    );
     let script = request(broker.ws(), "GET", "/app.js", &[]);
-    assert_ne!(script.header("etag"), Some(etag.as_str()), "another file, another tag");
+    assert_ne!(
+        script.header("etag"),
+        Some(etag.as_str()),
+        "another file, another tag"
+    );
 
     let unchanged = request(broker.ws(), "GET", "/", &[("If-None-Match", &etag)]);
     assert_eq!(unchanged.status, 304);
@@ -200,7 +209,10 @@ fn every_static_answer_says_nosniff_and_the_page_carries_a_restrictive_policy() 
     let dir = StaticDir::new("headers");
     let broker = start(&dir);
     let page = request(broker.ws(), "GET", "/", &[]);
-    assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
     let policy = page
         .header("content-security-policy")
@@ -298,7 +310,12 @@ fn at_the_in_flight_bound_the_next_request_gets_503_and_the_broker_stays_respons
     let started = Instant::now();
     let refused = request(broker.ws(), "GET", "/app.js", &[]);
     let took = started.elapsed();
-    assert_eq!(refused.status, 503, "{}", String::from_utf8_lossy(&refused.body));
+    assert_eq!(
+        refused.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
     assert_eq!(refused.header("retry-after"), Some("2"));
     assert!(took < REFUSAL_WAIT, "the refusal took {took:?}");
     assert!(

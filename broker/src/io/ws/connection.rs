@@ -166,7 +166,10 @@ pub(super) enum Route {
         body: Bytes,
     },
     Service(String),
-    Upgrade { accept: String, endpoint: Endpoint },
+    Upgrade {
+        accept: String,
+        endpoint: Endpoint,
+    },
 }
 
 fn route(link: &CoreLink, head: &RequestHead) -> Route {
