@@ -21,6 +21,9 @@
 //!   `server.overflow_messages_max` messages per core and destination;
 //! - WebSocket sessions: each connection of the WebSocket listener may hold a request head
 //!   and a fragmented message being assembled (rendered bridge messages are frame memory);
+//!   `ws.static_dir`'s files with their answer heads, `STATIC_BYTES_MAX` at most, shared by
+//!   every answer (a static answer in flight holds only handles to them and a two-entry
+//!   write batch, within its connection's share);
 //! - cohorts: cursor tables, dedup windows and rosters, `limits.cohorts_max` of them;
 //! - history (D11): the entries of every cohort's ring, and the backlog every connection may
 //!   hold unwritten (one at most, `limits.history_frames_max` handles). The retained frames
