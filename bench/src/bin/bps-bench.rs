@@ -18,6 +18,7 @@ use bps_bench::load::ceiling::{measure_pipeline, measure_verify};
 use bps_bench::load::config::{LoadConfig, Mode, Shape};
 use bps_bench::load::conns::measure_conns;
 use bps_bench::load::plan::Plan;
+use bps_bench::load::progress::ProgressMode;
 use bps_bench::load::report::{Report, SloVerdict};
 use bps_bench::load::report_chart::{ChartKind, ReportSeries, chart_of};
 use bps_bench::load::run::{RunError, run};
@@ -78,9 +79,34 @@ struct OutputArgs {
     /// Largest acceptable loss fraction (0: none); more exits 4.
     #[arg(long, value_name = "FRACTION")]
     max_loss: Option<f64>,
-    /// No progress lines.
+    /// The progress line on stderr (elapsed time, rates, loss so far, redrawn each
+    /// second): `auto` draws it only when stderr is a terminal.
+    #[arg(long, value_enum, default_value = "auto", conflicts_with = "quiet")]
+    progress: ProgressArg,
+    /// No progress line (`--progress never`).
     #[arg(long)]
     quiet: bool,
+}
+
+/// `--progress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProgressArg {
+    /// Only when stderr is a terminal.
+    Auto,
+    /// Always, even into a file or a pipe.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl OutputArgs {
+    fn progress(&self) -> ProgressMode {
+        match (self.quiet, self.progress) {
+            (true, _) | (false, ProgressArg::Never) => ProgressMode::Never,
+            (false, ProgressArg::Auto) => ProgressMode::Auto,
+            (false, ProgressArg::Always) => ProgressMode::Always,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -523,6 +549,7 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
         sign_ahead: args.sign_ahead,
         window: args.window,
         quiet: args.output.quiet,
+        progress: args.output.progress(),
     };
     match run(&config) {
         Ok(mut report) => finish(&mut report, &slo, args.output.json.as_ref()),
