@@ -56,7 +56,12 @@ fn progress_is_drawn_when_asked_and_never_into_a_pipe_by_default() {
     let broker = Broker::start(&["limits.streams_per_peer_per_cohort_max=16"]);
     let target = broker.listen.to_string();
 
-    let drawn = pubsub(&target, "11", &json_path("always"), &["--progress", "always"]);
+    let drawn = pubsub(
+        &target,
+        "11",
+        &json_path("always"),
+        &["--progress", "always"],
+    );
     let stderr = String::from_utf8_lossy(&drawn.stderr);
     assert_eq!(drawn.status.code(), Some(0), "{stderr}\n{}", broker.log());
     let redraws: Vec<&str> = stderr
@@ -75,7 +80,10 @@ fn progress_is_drawn_when_asked_and_never_into_a_pipe_by_default() {
     assert!(!stderr.contains('\n'), "one line, redrawn: {stderr:?}");
     assert!(stderr.ends_with('\r'), "wiped at the end: {stderr:?}");
     let summary = String::from_utf8_lossy(&drawn.stdout);
-    assert!(!summary.contains('\r'), "stdout carries no progress: {summary:?}");
+    assert!(
+        !summary.contains('\r'),
+        "stdout carries no progress: {summary:?}"
+    );
 
     let piped = pubsub(&target, "12", &json_path("auto"), &[]);
     let stderr = String::from_utf8_lossy(&piped.stderr);

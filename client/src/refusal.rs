@@ -120,7 +120,11 @@ impl fmt::Display for Refusal {
                 )?;
                 let mut separator = " ";
                 for bound in BOUNDS.iter().filter(|bound| bound.addressed) {
-                    write!(formatter, "{separator}{}, set by {}", bound.what, bound.setting)?;
+                    write!(
+                        formatter,
+                        "{separator}{}, set by {}",
+                        bound.what, bound.setting
+                    )?;
                     separator = "; ";
                 }
                 Ok(())
@@ -143,7 +147,10 @@ mod tests {
     fn a_named_bound_gives_its_setting() {
         let refusal =
             Refusal::with_reason(Status::Full, "full: streams per cohort (R30)".to_owned());
-        assert_eq!(refusal.bound().map(|bound| bound.setting), Some("limits.streams_per_cohort_max"));
+        assert_eq!(
+            refusal.bound().map(|bound| bound.setting),
+            Some("limits.streams_per_cohort_max")
+        );
         assert_eq!(
             refusal.to_string(),
             "FULL: the broker is at its bound on streams per cohort (R30); \
@@ -157,11 +164,16 @@ mod tests {
         for bound in &BOUNDS {
             assert_eq!(text.contains(bound.setting), bound.addressed, "{text}");
         }
-        assert!(text.starts_with("FULL: the broker is at one of its bounds"), "{text}");
+        assert!(
+            text.starts_with("FULL: the broker is at one of its bounds"),
+            "{text}"
+        );
         let unknown = Refusal::with_reason(Status::Full, "full: something new".to_owned());
         assert!(unknown.bound().is_none());
         assert!(
-            unknown.to_string().starts_with("FULL (full: something new): "),
+            unknown
+                .to_string()
+                .starts_with("FULL (full: something new): "),
             "{unknown}"
         );
     }
@@ -177,6 +189,9 @@ mod tests {
             .to_string(),
             "REJECTED: history is refused by this broker"
         );
-        assert_eq!(Refusal::with_reason(Status::Rejected, " ".to_owned()).reason, None);
+        assert_eq!(
+            Refusal::with_reason(Status::Rejected, " ".to_owned()).reason,
+            None
+        );
     }
 }

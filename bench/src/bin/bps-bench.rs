@@ -99,12 +99,22 @@ enum ProgressArg {
     Never,
 }
 
+impl From<ProgressArg> for ProgressMode {
+    fn from(progress: ProgressArg) -> Self {
+        match progress {
+            ProgressArg::Auto => Self::Auto,
+            ProgressArg::Always => Self::Always,
+            ProgressArg::Never => Self::Never,
+        }
+    }
+}
+
 impl OutputArgs {
     fn progress(&self) -> ProgressMode {
-        match (self.quiet, self.progress) {
-            (true, _) | (false, ProgressArg::Never) => ProgressMode::Never,
-            (false, ProgressArg::Auto) => ProgressMode::Auto,
-            (false, ProgressArg::Always) => ProgressMode::Always,
+        if self.quiet {
+            ProgressMode::Never
+        } else {
+            self.progress.into()
         }
     }
 }
@@ -265,6 +275,10 @@ struct ConnsArgs {
     /// Write the JSON report here (`-`: stdout).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+    /// The progress line on stderr (streams open, joins/s, refusals, redrawn each
+    /// second): `auto` draws it only when stderr is a terminal.
+    #[arg(long, value_enum, default_value = "auto")]
+    progress: ProgressArg,
 }
 
 #[derive(Debug, Args)]
@@ -605,7 +619,13 @@ fn conns(args: ConnsArgs) -> Result<u8, UsageError> {
         "threads": args.threads,
         "broker_pid": args.broker_pid,
     });
-    let figures = measure_conns(&args.target, &plan, args.threads, args.broker_pid);
+    let figures = measure_conns(
+        &args.target,
+        &plan,
+        args.threads,
+        args.broker_pid,
+        args.progress.into(),
+    );
     let mut report = Report::new(Mode::Conns.name(), config);
     report.target = Some(args.target);
     report.cohorts = u64::from(args.cohorts);

@@ -4,9 +4,9 @@
 //! Owns: [`ProgressMode`] (`--progress auto|always|never`: auto draws only when stderr is a
 //! terminal, so a run whose stderr is a file or a pipe writes none of it), [`Sample`] and
 //! its one-line rendering ([`Sample::line`]), [`LineWriter`] (carriage return, the line,
-//! blanks over a longer previous one; the line wiped at the end) and [`RunProgress`], which
+//! blanks over a longer previous one; the line wiped at the end), [`RunProgress`], which
 //! samples the counters a run already keeps in [`Shared`] (atomics, read `Relaxed`: the hot
-//! path takes no lock for it).
+//! path takes no lock for it), and for `conns` [`JoinSample`] and [`watch`].
 //!
 //! Never: writes to stdout (the summary and the JSON report are a contract), or decides
 //! anything about the run.
@@ -268,6 +268,55 @@ impl RunProgress {
     }
 }
 
+/// What one redraw of `conns` shows: streams opening.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinSample {
+    /// Seconds since the joins started.
+    pub elapsed_s: f64,
+    /// Streams answered OK so far.
+    pub open: u64,
+    /// Streams asked for.
+    pub requested: u64,
+    /// Streams opened per second since the last redraw.
+    pub joins_per_s: f64,
+    /// Joins answered FULL or REJECTED so far.
+    pub refused: u64,
+    /// Joins that failed otherwise so far.
+    pub failed: u64,
+}
+
+impl JoinSample {
+    /// The line, without a newline.
+    pub fn line(&self) -> String {
+        format!(
+            "{:.1} s joining  {}/{} open  {:.0} joins/s  refused {}  failed {}",
+            self.elapsed_s, self.open, self.requested, self.joins_per_s, self.refused, self.failed
+        )
+    }
+}
+
+/// Redraws a line from `sample` about once a second while `running` holds, then wipes it
+/// (`conns`: the counters are its joining threads' atomics).
+pub fn watch(
+    mode: ProgressMode,
+    running: &dyn Fn() -> bool,
+    sample: &mut dyn FnMut(f64) -> String,
+) {
+    let stderr = io::stderr();
+    let enabled = mode.enabled(stderr.is_terminal());
+    let mut line = LineWriter::new(stderr, enabled);
+    let mut last_at = Instant::now();
+    while running() {
+        thread::sleep(TICK_SLEEP);
+        let elapsed = last_at.elapsed();
+        if enabled && elapsed >= REDRAW_INTERVAL {
+            line.show(&sample(elapsed.as_secs_f64()));
+            last_at = Instant::now();
+        }
+    }
+    line.clear();
+}
+
 /// The loss so far: of the deliveries owed for the `published` messages (those out by the
 /// previous redraw, so a message in flight is not counted lost), the fraction not among
 /// `delivered`. `None` when nothing is owed here.
@@ -315,6 +364,22 @@ mod tests {
     }
 
     #[test]
+    fn the_joining_line_shows_streams_open_the_rate_and_refusals() {
+        let sample = JoinSample {
+            elapsed_s: 2.31,
+            open: 1500,
+            requested: 10000,
+            joins_per_s: 750.4,
+            refused: 0,
+            failed: 2,
+        };
+        assert_eq!(
+            sample.line(),
+            "2.3 s joining  1500/10000 open  750 joins/s  refused 0  failed 2"
+        );
+    }
+
+    #[test]
     fn auto_draws_only_on_a_terminal() {
         assert!(!ProgressMode::Auto.enabled(false));
         assert!(ProgressMode::Auto.enabled(true));
@@ -345,7 +410,11 @@ mod tests {
         assert_eq!(loss_so_far(0, 0, 10.0), None, "nothing owed yet");
         assert_eq!(loss_so_far(100, 5, 0.0), None, "no receivers here");
         assert_eq!(loss_so_far(100, 1000, 10.0), Some(0.0));
-        assert_eq!(loss_so_far(100, 1200, 10.0), Some(0.0), "newer ones arrived too");
+        assert_eq!(
+            loss_so_far(100, 1200, 10.0),
+            Some(0.0),
+            "newer ones arrived too"
+        );
         assert_eq!(loss_so_far(100, 750, 10.0), Some(0.25));
     }
 }

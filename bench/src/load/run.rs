@@ -760,9 +760,8 @@ fn deliveries_per_message(wire: Wire, plan: &Plan, reading: &[u64], counting: &[
         } else {
             0
         };
-        let receivers = reading.get(at).copied().unwrap_or(0)
-            + counting.get(at).copied().unwrap_or(0)
-            + others;
+        let receivers =
+            reading.get(at).copied().unwrap_or(0) + counting.get(at).copied().unwrap_or(0) + others;
         deliveries += own * receivers;
         publishers += own;
     }
