@@ -34,8 +34,10 @@ fn pubsub(target: &str, seed: &str, json: &PathBuf, extra: &[&str]) -> Output {
             "2",
             "--duration",
             "2.5",
+            // Room for presigning on a loaded machine (a run whose signing overruns the
+            // warm-up fails).
             "--warmup",
-            "0.5",
+            "2",
             "--drain",
             "2",
             "--seed",

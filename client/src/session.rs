@@ -163,9 +163,10 @@ pub enum JoinAnswer {
     Refused(Refusal),
 }
 
-/// Bound on waiting for the close frame after a refused `Ack` over WebSocket: the broker
-/// writes it right behind the `Ack`, so it is there at once or never.
-pub const REFUSAL_REASON_WAIT: Duration = Duration::from_secs(2);
+/// Bound on waiting for the close frame after a refused `Ack` over WebSocket. The broker
+/// writes it right behind the `Ack` and then closes, so the wait ends at once either way;
+/// the bound is for a server that does neither.
+pub const REFUSAL_REASON_WAIT: Duration = Duration::from_secs(5);
 
 /// An open stream after `Ack{OK}`.
 #[derive(Debug)]

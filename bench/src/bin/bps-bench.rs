@@ -5,7 +5,8 @@
 //! report (`--json PATH`, `-` for stdout) and the summary, and the exit codes: 0 success,
 //! 1 a failed run, 2 bad input (one `error: ARGUMENT: ...` line; clap's usage errors also
 //! exit 2), 3 a Join refused with FULL or REJECTED, 4 an `--slo`/`--max-loss` objective
-//! missed.
+//! missed; and whether the progress line is drawn on stderr (`--progress`, `--quiet`; the
+//! line is `bps_bench::load::progress`'s).
 //!
 //! Never: load logic; that lives in `bps_bench::load`.
 

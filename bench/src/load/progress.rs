@@ -65,7 +65,9 @@ pub struct Sample {
     /// here).
     pub deliveries_per_s: Option<f64>,
     /// Fraction of the deliveries owed for messages published by the last redraw that has
-    /// not arrived (`None`: unknown here, e.g. `sub` mode, or nothing owed yet).
+    /// not arrived (`None`: unknown here, e.g. `sub` mode, or nothing owed yet). A delivery
+    /// late by more than a redraw counts here until it arrives; the report's loss, after
+    /// the drain, is exact.
     pub loss: Option<f64>,
     /// Streams the server closed so far.
     pub resets: u64,
