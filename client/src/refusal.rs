@@ -28,7 +28,7 @@ pub struct Bound {
 }
 
 /// Every bound behind a FULL answer, in the order the broker checks an existing cohort's.
-pub const BOUNDS: [Bound; 6] = [
+pub const BOUNDS: [Bound; 8] = [
     Bound {
         what: "streams per peer per cohort (R33)",
         setting: "limits.streams_per_peer_per_cohort_max",
@@ -57,6 +57,16 @@ pub const BOUNDS: [Bound; 6] = [
     Bound {
         what: "anonymous sessions per peer (W11)",
         setting: "limits.spectator_sessions_per_peer_max",
+        addressed: false,
+    },
+    Bound {
+        what: "anonymous sessions per peer per cohort (W11)",
+        setting: "limits.spectator_sessions_per_peer_per_cohort_max",
+        addressed: false,
+    },
+    Bound {
+        what: "anonymous share of a cohort's streams (W11)",
+        setting: "limits.spectator_slots_percent",
         addressed: false,
     },
 ];

@@ -1,17 +1,20 @@
 //! `bps` against a real broker whose bound refuses it: the one-line error names the bound
 //! and the setting that moves it, and the run exits 3 (over TCP, whose `Ack` says only FULL,
 //! every bound is named with its setting; over WebSocket, the one the broker's close reason
-//! names).
+//! names). And the client's table of bounds against the broker's sources: every FULL cause
+//! the broker can name has a row, and every row's setting is a key of the example config.
 
 #[path = "support/broker.rs"]
 mod broker;
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use bps_client::refusal::BOUNDS;
 use broker::Broker;
 
 /// Upper bound on the holding subscriber's join (generous: a loaded 2-core machine).
@@ -116,4 +119,52 @@ fn a_full_cohort_names_its_bound_and_the_setting_that_moves_it() {
         "error: join refused: FULL: the broker is at its bound on streams per cohort (R30); \
          raise limits.streams_per_cohort_max to admit more"
     );
+}
+
+/// A file of the repository, by its path from the root.
+fn repo_file(path: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the client crate sits one level below the repository root");
+    std::fs::read_to_string(root.join(path)).unwrap_or_else(|error| panic!("{path}: {error}"))
+}
+
+#[test]
+fn every_full_cause_the_broker_names_has_a_row_and_every_setting_exists() {
+    // The broker's words for each FULL cause: the string literals of `FullCause`'s Display.
+    let action = repo_file("broker/core/src/action.rs");
+    let display = action
+        .split("impl fmt::Display for FullCause")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}\n").next())
+        .expect("FullCause's Display in broker/core/src/action.rs");
+    let named: Vec<&str> = display.split('"').skip(1).step_by(2).collect();
+    assert!(named.len() >= 6, "{named:?}");
+    for what in &named {
+        assert!(
+            BOUNDS.iter().any(|bound| bound.what == *what),
+            "the broker names {what:?}, which bps_client::refusal::BOUNDS lacks"
+        );
+    }
+    assert_eq!(BOUNDS.len(), named.len(), "a row the broker never names");
+
+    let example = repo_file("broker/bps-broker.example.toml");
+    let limits = example
+        .split("\n[limits]\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("[limits] in the example config");
+    for bound in &BOUNDS {
+        let key = bound
+            .setting
+            .strip_prefix("limits.")
+            .unwrap_or_else(|| panic!("{} is not under [limits]", bound.setting));
+        assert!(
+            limits
+                .lines()
+                .any(|line| line.starts_with(&format!("{key} = "))),
+            "{} is not a key of broker/bps-broker.example.toml",
+            bound.setting
+        );
+    }
 }
