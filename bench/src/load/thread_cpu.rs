@@ -161,11 +161,13 @@ mod tests {
         // 40 ms of CPU and 40 ms asleep: at most half a core over the life, however much
         // the spin was preempted (it then took longer than 40 ms of wall time)...
         assert!((0.01..=0.55).contains(&figures.busy_cores), "{figures:?}");
-        // ...and more inside the window, which saw no sleep.
+        // ...and a figure for the window, which saw spinning only: some CPU, at most a core.
+        // (Whether it exceeds the life's figure depends on how much the scheduler preempted
+        // the spin inside the window, so a loaded machine decides that, not the meter.)
         let window = figures
             .window_busy_cores
             .expect("the whole window was seen");
-        assert!(window > figures.busy_cores, "{figures:?}");
+        assert!(window > 0.0 && window <= 1.05, "{figures:?}");
     }
 
     #[test]
