@@ -355,6 +355,32 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_prefix_bits_are_16_to_64() {
+        for (bits, valid) in [(15, false), (16, true), (48, true), (64, true), (65, false)] {
+            let config = ProtocolConfig {
+                ipv6_prefix_bits: bits,
+                ..ProtocolConfig::default()
+            };
+            assert_eq!(config.validate().is_empty(), valid, "{bits}");
+        }
+        let config = ProtocolConfig {
+            ipv6_prefix_bits: 8,
+            cohorts_per_ipv6_prefix_max: 0,
+            idle_cohort_reclaim_ms: 0,
+            ..ProtocolConfig::default()
+        };
+        let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "cohorts_per_ipv6_prefix_max = 0: expected >= 1".to_string(),
+                "ipv6_prefix_bits = 8: expected 16..=64 (no shorter than a regional block, no longer than one peer)".to_string(),
+                "idle_cohort_reclaim_ms = 0: expected >= 1".to_string(),
+            ]
+        );
+    }
+
+    #[test]
     fn zero_blocklist_durations_are_valid() {
         let config = ProtocolConfig {
             blocklist_violation_ms: 0,
