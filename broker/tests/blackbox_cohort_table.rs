@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 
 use bps_proto::{Ack, Spec, Status};
 use support::{
-    Broker, Raw, WAIT, bodies, eventually, expect_frames, explicit, flush, key, publish,
-    publisher,
+    Broker, Raw, WAIT, bodies, eventually, expect_frames, explicit, flush, key, publish, publisher,
 };
 
 /// The broker's idle reclaim time in the reclaim test: long enough that the FULL before it
@@ -61,7 +60,11 @@ fn r31_a_full_table_reclaims_idle_cohorts_and_never_one_with_a_subscriber() {
     let mut subscriber = broker.join(&live, &key(10).address());
     let mut admin_session = broker.join(&live, &admin.address());
     let mut admin_publisher = publisher(&live, &admin, &admin_session);
-    assert_eq!(flush(&mut admin_publisher, &mut admin_session).len(), 1, "AUTH");
+    assert_eq!(
+        flush(&mut admin_publisher, &mut admin_session).len(),
+        1,
+        "AUTH"
+    );
     broker.wait_metric("bps_claims_total", 1);
     // Three idle cohorts: each holds only its admin's pending stream, so nobody receives.
     let idle_since = Instant::now();
@@ -268,7 +271,12 @@ impl V6Broker {
         let mut text = String::new();
         stream.read_to_string(&mut text).expect("read /metrics");
         text.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+            .find_map(|line| {
+                line.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .parse::<f64>()
+                    .ok()
+            })
             .map(|value| value as u64)
             .unwrap_or_else(|| panic!("no {name} in /metrics"))
     }

@@ -577,7 +577,12 @@ mod tests {
             ledger.try_enter_cohort(v6_peer("2001:db8:4::1")),
             Err(FullCause::Ipv6PrefixCohorts)
         );
-        for text in ["2001:db8:1:2::1", "2001:db8:2:1::1", "2001:db8:1:3::1", "2001:db8:3::1"] {
+        for text in [
+            "2001:db8:1:2::1",
+            "2001:db8:2:1::1",
+            "2001:db8:1:3::1",
+            "2001:db8:3::1",
+        ] {
             ledger.leave_cohort(v6_peer(text));
         }
         ledger.leave_cohort(peer(1));

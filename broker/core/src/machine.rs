@@ -577,9 +577,9 @@ impl Machine {
     ) -> Result<u64, FullCause> {
         let peer = arrival.peer;
         self.ledger.try_enter_cohort(peer)?;
-        if !self.ledger.try_open_cohort()
-            && !(self.reclaim_oldest_idle(now) && self.ledger.try_open_cohort())
-        {
+        let room = self.ledger.try_open_cohort()
+            || (self.reclaim_oldest_idle(now) && self.ledger.try_open_cohort());
+        if !room {
             self.ledger.leave_cohort(peer);
             return Err(FullCause::Cohorts);
         }

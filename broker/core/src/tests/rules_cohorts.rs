@@ -710,11 +710,20 @@ fn r32_cohorts_per_ipv6_prefix_are_bounded_and_a_refusal_leaves_no_ledger_entry(
         .collect();
     // Three /64s of one /48 take three cohorts: the bound.
     for n in 1..=3 {
-        rig.joined(key(2), &specs[usize::from(n) - 1], sid(u64::from(n)), v6_peer(1, n));
+        rig.joined(
+            key(2),
+            &specs[usize::from(n) - 1],
+            sid(u64::from(n)),
+            v6_peer(1, n),
+        );
     }
     // A fourth /64 of it may neither create a cohort nor attach to one.
     for (stream, spec) in [(4, &specs[3]), (5, &specs[0])] {
-        let actions = rig.join_raw(v6_peer(1, 4), sid(stream), join_body(spec, &key(3).address()));
+        let actions = rig.join_raw(
+            v6_peer(1, 4),
+            sid(stream),
+            join_body(spec, &key(3).address()),
+        );
         assert_eq!(
             actions,
             vec![
@@ -838,7 +847,11 @@ fn r31_an_idle_cohort_is_shed_by_its_timer_only_while_the_table_is_full() {
     core_b.now.0 = 10_000;
     core_b.joined(key(2), &two, StreamId::new(1, 1), peer(2));
     // The table is full; the idle cohort is on the other core, so this Join is refused...
-    let actions = core_b.join_raw(peer(3), StreamId::new(1, 2), join_body(&three, &key(2).address()));
+    let actions = core_b.join_raw(
+        peer(3),
+        StreamId::new(1, 2),
+        join_body(&three, &key(2).address()),
+    );
     assert_eq!(
         actions,
         vec![
