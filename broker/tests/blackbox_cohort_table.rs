@@ -5,7 +5,7 @@
 //! The IPv6 test needs many source addresses of one /48: it creates a network namespace
 //! (`ip netns`, root only) whose loopback owns two /48s as local routes, and runs the broker
 //! and every client connection inside it (a thread enters the namespace with `setns`; the
-//! broker, spawned from that thread, starts in it).
+//! broker, spawned from that thread, starts in it). `ip` is iproute2 (scripts/install-deps).
 
 mod support;
 
@@ -149,7 +149,7 @@ impl Netns {
         netns.exec(&["ip", "link", "set", "lo", "up"]);
         // A local route makes the prefix's addresses local; binding to one of them without
         // an address on an interface needs this (per namespace).
-        netns.exec(&["sysctl", "-qw", "net.ipv6.ip_nonlocal_bind=1"]);
+        netns.exec(&["sh", "-c", "echo 1 > /proc/sys/net/ipv6/ip_nonlocal_bind"]);
         for prefix in prefixes {
             netns.exec(&["ip", "-6", "route", "add", "local", prefix, "dev", "lo"]);
         }
