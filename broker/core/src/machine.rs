@@ -1519,9 +1519,9 @@ impl Machine {
     }
 
     /// Settles the idleness of the cohorts this input changed, then asks for a timer when
-    /// the earliest live deadline moved earlier. Dead entries (of
-    /// closed streams, reclaimed cohorts, moved deadlines) are dropped from the top, and
-    /// swept from the whole heap once they outnumber the live ones.
+    /// the earliest live deadline moved earlier. Dead entries (of closed streams, reclaimed
+    /// cohorts, moved deadlines) are dropped from the top, and swept from the whole heap once
+    /// they outnumber the live ones.
     fn rearm(&mut self, now: Millis) {
         self.settle_idle(now);
         let (streams, cohorts) = (&self.streams, &self.cohorts);
