@@ -164,6 +164,12 @@ pub struct LimitsConfig {
     pub cohorts_max: usize,
     /// R32: cohorts one peer address may attach to, so one host cannot hog the cohort table.
     pub cohorts_per_peer_max: usize,
+    /// R32: cohort attachments of all /64s within one IPv6 prefix of `ipv6_prefix_bits`
+    /// together, so one site's 65,536 /64s cannot fill the cohort table (IPv4 is not grouped).
+    pub cohorts_per_ipv6_prefix_max: usize,
+    /// R32: the IPv6 prefix length `cohorts_per_ipv6_prefix_max` counts by (16..=64; 48 is a
+    /// site).
+    pub ipv6_prefix_bits: u32,
     /// R33: streams one peer address may hold per cohort (D10), so one host cannot fill it.
     pub streams_per_peer_per_cohort_max: usize,
     /// R29: publisher streams per address per cohort (D10); a newer claim resets the oldest.
@@ -228,6 +234,8 @@ impl Default for LimitsConfig {
             pending_streams_per_cohort_max: protocol.pending_streams_per_cohort_max,
             cohorts_max: protocol.cohorts_max,
             cohorts_per_peer_max: protocol.cohorts_per_peer_max,
+            cohorts_per_ipv6_prefix_max: protocol.cohorts_per_ipv6_prefix_max,
+            ipv6_prefix_bits: protocol.ipv6_prefix_bits,
             streams_per_peer_per_cohort_max: protocol.streams_per_peer_per_cohort_max,
             publisher_streams_per_address_max: protocol.publisher_streams_per_address_max,
             outbound_queue_frames_max: protocol.outbound_queue_frames_max,
@@ -263,6 +271,9 @@ pub struct TimeoutsConfig {
     pub claim_deadline_ms: u64,
     /// R34: time without an accepted publisher frame before the cohort is reclaimed.
     pub inactivity_deadline_ms: u64,
+    /// R31: time a cohort with nobody receiving (only pending or silent streams) must have
+    /// been so before it is reclaimed to make room in a full cohort table.
+    pub idle_cohort_reclaim_ms: u64,
     /// R24: grace after the reduced roster is written; frames in flight are not punished.
     pub revocation_grace_ms: u64,
     /// R39: blocklist time after a violation, so a bad peer cannot retry at once; 0 disables.
@@ -285,6 +296,7 @@ impl Default for TimeoutsConfig {
         TimeoutsConfig {
             claim_deadline_ms: protocol.claim_deadline_ms,
             inactivity_deadline_ms: protocol.inactivity_deadline_ms,
+            idle_cohort_reclaim_ms: protocol.idle_cohort_reclaim_ms,
             revocation_grace_ms: protocol.revocation_grace_ms,
             blocklist_violation_ms: protocol.blocklist_violation_ms,
             blocklist_claim_timeout_ms: protocol.blocklist_claim_timeout_ms,
@@ -931,6 +943,8 @@ impl BrokerConfig {
             pending_streams_per_cohort_max: limits.pending_streams_per_cohort_max,
             cohorts_max: limits.cohorts_max,
             cohorts_per_peer_max: limits.cohorts_per_peer_max,
+            cohorts_per_ipv6_prefix_max: limits.cohorts_per_ipv6_prefix_max,
+            ipv6_prefix_bits: limits.ipv6_prefix_bits,
             streams_per_peer_per_cohort_max: limits.streams_per_peer_per_cohort_max,
             publisher_streams_per_address_max: limits.publisher_streams_per_address_max,
             outbound_queue_frames_max: limits.outbound_queue_frames_max,
@@ -939,6 +953,7 @@ impl BrokerConfig {
             frame_bytes_max: limits.frame_bytes_max,
             claim_deadline_ms: timeouts.claim_deadline_ms,
             inactivity_deadline_ms: timeouts.inactivity_deadline_ms,
+            idle_cohort_reclaim_ms: timeouts.idle_cohort_reclaim_ms,
             revocation_grace_ms: timeouts.revocation_grace_ms,
             blocklist_violation_ms: timeouts.blocklist_violation_ms,
             blocklist_claim_timeout_ms: timeouts.blocklist_claim_timeout_ms,

@@ -860,6 +860,9 @@ fn protocol_help(name: &str) -> &'static str {
         "cohorts_reclaimed_empty" => "Cohorts reclaimed because their last stream left (R36).",
         "cohorts_reclaimed_inactive" => "Cohorts reclaimed for inactivity (R34).",
         "cohorts_reclaimed_eos" => "Cohorts reclaimed after an EOS (R21).",
+        "cohorts_reclaimed_idle" => {
+            "Cohorts with an empty fan-out set reclaimed to make room in a full cohort table (R31)."
+        }
         "history_frames_served" => {
             "Retained DATA frames sent in history backlogs to streams entering a fan-out set (D11)."
         }

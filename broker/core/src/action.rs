@@ -202,6 +202,8 @@ pub enum FullCause {
     Cohorts,
     /// R32: cohorts per peer.
     PeerCohorts,
+    /// R32: cohorts of all peers within one IPv6 prefix (`ipv6_prefix_bits`) together.
+    Ipv6PrefixCohorts,
     /// R33: streams per peer per cohort.
     PeerStreams,
     /// W11: anonymous spectator sessions per peer.
@@ -219,6 +221,7 @@ impl fmt::Display for FullCause {
             FullCause::CohortPendingStreams => "pending streams per cohort",
             FullCause::Cohorts => "cohorts per broker (R31)",
             FullCause::PeerCohorts => "cohorts per peer (R32)",
+            FullCause::Ipv6PrefixCohorts => "cohorts per IPv6 prefix (R32)",
             FullCause::PeerStreams => "streams per peer per cohort (R33)",
             FullCause::PeerAnonymousSessions => "anonymous sessions per peer (W11)",
             FullCause::PeerAnonymousSessionsInCohort => {

@@ -3,7 +3,8 @@
 //! Owns: `Cohort`: its membership (all streams, the fan-out set, streams per address,
 //! publisher streams per address in claim order for R29, streams per peer for R33, the R30
 //! count and the pending count), its cursors (R27) or dedup window (R28), its roster, its
-//! history ring when its spec has `history` (D11), its activity time (R34) and its counters.
+//! history ring when its spec has `history` (D11), its activity time (R34), since when its
+//! fan-out set has been empty (R31) and its counters.
 //! Never does: decide roles or emit actions (the machine does); it keeps the bookkeeping of
 //! a role change consistent so the bounds and gauges cannot drift.
 
@@ -35,6 +36,11 @@ pub(crate) struct Cohort {
     pub last_activity: Millis,
     /// The time of this cohort's queued inactivity timer, if one is queued.
     pub inactivity_timer: Option<Millis>,
+    /// Since when its fan-out set has been empty (only pending or silent streams), as last
+    /// settled by the machine; `None` while anyone receives (R31's idle reclaim).
+    pub idle_since: Option<Millis>,
+    /// The time of this cohort's queued idle timer, if one is queued.
+    pub idle_timer: Option<Millis>,
     pub members: BTreeSet<StreamId>,
     pub fanout: FanOut,
     pub streams_by_addr: HashMap<Address, Vec<StreamId>>,
@@ -79,6 +85,8 @@ impl Cohort {
             created: now,
             last_activity: now,
             inactivity_timer: None,
+            idle_since: None,
+            idle_timer: None,
             members: BTreeSet::new(),
             fanout: FanOut::default(),
             streams_by_addr: HashMap::new(),

@@ -9,6 +9,12 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::ids::IPV6_PEER_PREFIX_BITS;
+
+/// Shortest `ipv6_prefix_bits`: a /16 already spans many operators, so a shorter prefix would
+/// let one site's bound refuse strangers.
+pub const IPV6_PREFIX_BITS_MIN: u32 = 16;
+
 /// D11: whether the broker serves `history = true` (docs/PROTOCOL.md R3 lets it refuse).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -34,6 +40,13 @@ pub struct ProtocolConfig {
     pub cohorts_max: usize,
     /// R32: live cohorts one peer address may be attached to.
     pub cohorts_per_peer_max: usize,
+    /// R32: cohort attachments of all the peers (/64s) within one IPv6 prefix of
+    /// `ipv6_prefix_bits` together; one /48 holds 65,536 /64s, so without it a single site
+    /// could fill the cohort table (R31). IPv4 peers are not grouped.
+    pub cohorts_per_ipv6_prefix_max: usize,
+    /// R32: leading bits of the IPv6 prefix `cohorts_per_ipv6_prefix_max` counts by; 48 is
+    /// what one site is usually given. 16..=64.
+    pub ipv6_prefix_bits: u32,
     /// R33: streams one peer address may hold in one cohort (D10).
     pub streams_per_peer_per_cohort_max: usize,
     /// R29: publisher streams per publisher address per cohort (D10); a claim beyond it
@@ -52,6 +65,10 @@ pub struct ProtocolConfig {
     pub claim_deadline_ms: u64,
     /// R34: time without an accepted publisher frame before a cohort is reclaimed.
     pub inactivity_deadline_ms: u64,
+    /// R31: time a cohort must have had nobody in its fan-out set (no publisher, no
+    /// spectator: only pending or silent streams) before a Join that finds the cohort table
+    /// full may reclaim it to make room.
+    pub idle_cohort_reclaim_ms: u64,
     /// R24: time after the reduced roster is written during which a revoked stream's frames
     /// are dropped without penalty.
     pub revocation_grace_ms: u64,
@@ -111,6 +128,8 @@ impl Default for ProtocolConfig {
             pending_streams_per_cohort_max: 256,
             cohorts_max: 512,
             cohorts_per_peer_max: 16,
+            cohorts_per_ipv6_prefix_max: 64,
+            ipv6_prefix_bits: 48,
             streams_per_peer_per_cohort_max: 2,
             publisher_streams_per_address_max: 2,
             outbound_queue_frames_max: 64,
@@ -119,6 +138,7 @@ impl Default for ProtocolConfig {
             frame_bytes_max: bps_proto::FRAME_BYTES_MAX_DEFAULT,
             claim_deadline_ms: 30_000,
             inactivity_deadline_ms: 600_000,
+            idle_cohort_reclaim_ms: 30_000,
             revocation_grace_ms: 5_000,
             blocklist_violation_ms: 600_000,
             blocklist_claim_timeout_ms: 60_000,
@@ -173,7 +193,7 @@ impl ProtocolConfig {
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
         let mut errors = Vec::new();
-        let at_least_one: [(&'static str, usize); 15] = [
+        let at_least_one: [(&'static str, usize); 16] = [
             ("streams_per_cohort_max", self.streams_per_cohort_max),
             (
                 "pending_streams_per_cohort_max",
@@ -181,6 +201,10 @@ impl ProtocolConfig {
             ),
             ("cohorts_max", self.cohorts_max),
             ("cohorts_per_peer_max", self.cohorts_per_peer_max),
+            (
+                "cohorts_per_ipv6_prefix_max",
+                self.cohorts_per_ipv6_prefix_max,
+            ),
             (
                 "streams_per_peer_per_cohort_max",
                 self.streams_per_peer_per_cohort_max,
@@ -223,6 +247,15 @@ impl ProtocolConfig {
                 });
             }
         }
+        if !(IPV6_PREFIX_BITS_MIN..=IPV6_PEER_PREFIX_BITS).contains(&self.ipv6_prefix_bits) {
+            errors.push(ConfigError {
+                key: "ipv6_prefix_bits",
+                value: self.ipv6_prefix_bits.to_string(),
+                expected: format!(
+                    "{IPV6_PREFIX_BITS_MIN}..={IPV6_PEER_PREFIX_BITS} (no shorter than a regional block, no longer than one peer)"
+                ),
+            });
+        }
         if !(1..=100).contains(&self.spectator_slots_percent) {
             errors.push(ConfigError {
                 key: "spectator_slots_percent",
@@ -250,6 +283,7 @@ impl ProtocolConfig {
         for (key, value) in [
             ("claim_deadline_ms", self.claim_deadline_ms),
             ("inactivity_deadline_ms", self.inactivity_deadline_ms),
+            ("idle_cohort_reclaim_ms", self.idle_cohort_reclaim_ms),
         ] {
             if value < 1 {
                 errors.push(ConfigError {
@@ -316,6 +350,32 @@ mod tests {
                 ),
                 "claim_deadline_ms = 0: expected >= 1".to_string(),
                 "history_bytes_max = 50: expected >= 101 (the largest frame read, frame_bytes_max with its length prefix, so a ring always holds the newest frame)".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn ipv6_prefix_bits_are_16_to_64() {
+        for (bits, valid) in [(15, false), (16, true), (48, true), (64, true), (65, false)] {
+            let config = ProtocolConfig {
+                ipv6_prefix_bits: bits,
+                ..ProtocolConfig::default()
+            };
+            assert_eq!(config.validate().is_empty(), valid, "{bits}");
+        }
+        let config = ProtocolConfig {
+            ipv6_prefix_bits: 8,
+            cohorts_per_ipv6_prefix_max: 0,
+            idle_cohort_reclaim_ms: 0,
+            ..ProtocolConfig::default()
+        };
+        let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "cohorts_per_ipv6_prefix_max = 0: expected >= 1".to_string(),
+                "ipv6_prefix_bits = 8: expected 16..=64 (no shorter than a regional block, no longer than one peer)".to_string(),
+                "idle_cohort_reclaim_ms = 0: expected >= 1".to_string(),
             ]
         );
     }

@@ -76,6 +76,9 @@ pub enum Counter {
     CohortsReclaimedInactive,
     /// Cohorts reclaimed after an EOS (R21).
     CohortsReclaimedEos,
+    /// Cohorts with nobody in their fan-out set for `idle_cohort_reclaim_ms`, reclaimed to
+    /// make room in a full cohort table (R31).
+    CohortsReclaimedIdle,
     /// R15/R16: streams reset for dropping frames (unknown kind, wrong challenge,
     /// retransmit) faster than `dropped_frames_per_stream_per_s_max`.
     DropRateResets,
@@ -86,7 +89,7 @@ pub enum Counter {
 
 impl Counter {
     /// Every counter, in export order.
-    pub const ALL: [Counter; 31] = [
+    pub const ALL: [Counter; 32] = [
         Counter::WrongStream,
         Counter::UnknownKind,
         Counter::WrongChallenge,
@@ -116,6 +119,7 @@ impl Counter {
         Counter::CohortsReclaimedEmpty,
         Counter::CohortsReclaimedInactive,
         Counter::CohortsReclaimedEos,
+        Counter::CohortsReclaimedIdle,
         Counter::DropRateResets,
         Counter::HistoryFramesServed,
     ];
@@ -153,6 +157,7 @@ impl Counter {
             Counter::CohortsReclaimedEmpty => "cohorts_reclaimed_empty",
             Counter::CohortsReclaimedInactive => "cohorts_reclaimed_inactive",
             Counter::CohortsReclaimedEos => "cohorts_reclaimed_eos",
+            Counter::CohortsReclaimedIdle => "cohorts_reclaimed_idle",
             Counter::DropRateResets => "drop_rate_resets",
             Counter::HistoryFramesServed => "history_frames_served",
         }

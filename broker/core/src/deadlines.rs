@@ -1,4 +1,5 @@
-//! Deadlines of one machine: claim deadlines (R35) and inactivity deadlines (R34).
+//! Deadlines of one machine: claim deadlines (R35), inactivity deadlines (R34) and idle
+//! cohorts' reclaim times (R31).
 //!
 //! Owns: `Deadlines`, a min-heap of (time, what) entries and the time of the timer last
 //! asked of the I/O layer. Entries are never updated in place: a deadline that moves later
@@ -21,6 +22,8 @@ pub(crate) enum DeadlineKey {
     Claim(StreamId),
     /// The inactivity deadline of the cohort with this serial.
     Inactivity(u64),
+    /// The time the cohort with this serial, idle, may be reclaimed for room (R31).
+    Idle(u64),
 }
 
 #[derive(Debug, Default)]

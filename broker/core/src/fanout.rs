@@ -109,6 +109,11 @@ impl FanOut {
         self.members.contains_key(&stream)
     }
 
+    /// Whether nobody receives (R31's idle cohort).
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
     /// Stream ids this set holds in its lists (for the O(N) bound: never above twice the
     /// members, whatever the number of identities).
     #[cfg(test)]

@@ -1,7 +1,7 @@
 //! State shared by every core's machine about peers and the broker as a whole.
 //!
 //! Owns: `PeerLedger`: the number of live cohorts (R31, broker-wide), each peer's number of
-//! live cohorts (R32), each peer's connections that have not sent a Join yet, each peer's
+//! live cohorts and the cohorts of each IPv6 prefix's peers together (R32), each peer's connections that have not sent a Join yet, each peer's
 //! missed Join deadlines, and the blocklist (R39), all bounded (expired and idle entries are
 //! removed; the blocklist and the table of missed deadlines have a maximum size).
 //! Never does: anything per frame. It is behind one mutex, taken at accept, at Join, when a
@@ -10,10 +10,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 
+use super::action::FullCause;
 use super::config::ProtocolConfig;
-use super::ids::PeerId;
+use super::ids::{IPV6_PEER_PREFIX_BITS, PeerId};
 use super::time::Millis;
 
 /// Superseded blocklist expiries tolerated beyond twice the live entries before a sweep.
@@ -24,6 +26,8 @@ const EXPIRIES_SLACK: usize = 64;
 struct Bounds {
     cohorts_max: usize,
     cohorts_per_peer_max: usize,
+    cohorts_per_ipv6_prefix_max: usize,
+    ipv6_prefix_bits: u32,
     blocklist_entries_max: usize,
     prejoin_connections_per_peer_max: usize,
     join_timeouts_per_peer_max: usize,
@@ -36,6 +40,8 @@ impl Bounds {
         Bounds {
             cohorts_max: config.cohorts_max,
             cohorts_per_peer_max: config.cohorts_per_peer_max,
+            cohorts_per_ipv6_prefix_max: config.cohorts_per_ipv6_prefix_max,
+            ipv6_prefix_bits: config.ipv6_prefix_bits,
             blocklist_entries_max: config.blocklist_entries_max,
             prejoin_connections_per_peer_max: config.prejoin_connections_per_peer_max,
             join_timeouts_per_peer_max: config.join_timeouts_per_peer_max,
@@ -57,6 +63,8 @@ struct LedgerState {
     bounds: Bounds,
     cohorts_live: usize,
     peer_cohorts: HashMap<PeerId, usize>,
+    /// The sum of `peer_cohorts` over the IPv6 peers of each prefix of `ipv6_prefix_bits`.
+    prefix_cohorts: HashMap<u128, usize>,
     blocked_until: HashMap<PeerId, Millis>,
     /// Every blocklist entry with its expiry; entries superseded by a later `block` of the
     /// same peer stay here until they reach the top and are skipped, or until they outnumber
@@ -104,6 +112,7 @@ impl PeerLedger {
                 bounds: Bounds::of(config),
                 cohorts_live: 0,
                 peer_cohorts: HashMap::new(),
+                prefix_cohorts: HashMap::new(),
                 blocked_until: HashMap::new(),
                 expiries: BinaryHeap::new(),
                 prejoin: HashMap::new(),
@@ -116,10 +125,21 @@ impl PeerLedger {
 
     /// Applies reloaded bounds. Lowered bounds refuse new entries until the counts are below
     /// them; nothing already admitted is evicted, except blocklist entries beyond the new
-    /// maximum (soonest expiry first).
+    /// maximum (soonest expiry first). A new `ipv6_prefix_bits` regroups the attached peers.
     pub fn reconfigure(&self, config: &ProtocolConfig) {
         let mut state = self.state();
+        let regroup = state.bounds.ipv6_prefix_bits != config.ipv6_prefix_bits;
         state.bounds = Bounds::of(config);
+        if regroup {
+            let bits = state.bounds.ipv6_prefix_bits;
+            let mut prefix_cohorts: HashMap<u128, usize> = HashMap::new();
+            for (peer, count) in &state.peer_cohorts {
+                if let Some(prefix) = ipv6_prefix(*peer, bits) {
+                    *prefix_cohorts.entry(prefix).or_insert(0) += count;
+                }
+            }
+            state.prefix_cohorts = prefix_cohorts;
+        }
         while state.blocked_until.len() > state.bounds.blocklist_entries_max {
             Self::evict_soonest(&mut state);
         }
@@ -152,16 +172,31 @@ impl PeerLedger {
         state.cohorts_live -= 1;
     }
 
-    /// Counts `peer` into one more cohort (R32); false when it is at its bound.
-    pub fn try_enter_cohort(&self, peer: PeerId) -> bool {
+    /// Whether every cohort slot is taken (R31).
+    #[must_use]
+    pub fn cohorts_full(&self) -> bool {
+        let state = self.state();
+        state.cohorts_live >= state.bounds.cohorts_max
+    }
+
+    /// Counts `peer` into one more cohort (R32): refused at the peer's own bound, or, for an
+    /// IPv6 peer, at the bound of its prefix; a refusal counts nothing.
+    pub fn try_enter_cohort(&self, peer: PeerId) -> Result<(), FullCause> {
         let mut state = self.state();
-        let max = state.bounds.cohorts_per_peer_max;
-        let count = state.peer_cohorts.entry(peer).or_insert(0);
-        if *count >= max {
-            return false;
+        let bounds = state.bounds;
+        if state.peer_cohorts.get(&peer).copied().unwrap_or(0) >= bounds.cohorts_per_peer_max {
+            return Err(FullCause::PeerCohorts);
         }
-        *count += 1;
-        true
+        let prefix = ipv6_prefix(peer, bounds.ipv6_prefix_bits);
+        if let Some(prefix) = prefix {
+            let count = state.prefix_cohorts.get(&prefix).copied().unwrap_or(0);
+            if count >= bounds.cohorts_per_ipv6_prefix_max {
+                return Err(FullCause::Ipv6PrefixCohorts);
+            }
+            state.prefix_cohorts.insert(prefix, count + 1);
+        }
+        *state.peer_cohorts.entry(peer).or_insert(0) += 1;
+        Ok(())
     }
 
     /// `peer` left its last stream of one cohort.
@@ -177,6 +212,16 @@ impl PeerLedger {
         *count -= 1;
         if *count == 0 {
             state.peer_cohorts.remove(&peer);
+        }
+        if let Some(prefix) = ipv6_prefix(peer, state.bounds.ipv6_prefix_bits) {
+            let count = state
+                .prefix_cohorts
+                .get_mut(&prefix)
+                .expect("a peer's prefix is counted with it");
+            *count -= 1;
+            if *count == 0 {
+                state.prefix_cohorts.remove(&prefix);
+            }
         }
     }
 
@@ -375,11 +420,24 @@ impl PeerLedger {
     }
 }
 
+/// The IPv6 prefix of `bits` an IPv6 peer lies in, as a number; none for an IPv4 peer.
+fn ipv6_prefix(peer: PeerId, bits: u32) -> Option<u128> {
+    match peer.ip() {
+        IpAddr::V4(_) => None,
+        IpAddr::V6(v6) => {
+            // Validation keeps `bits` in 16..=64; the clamp keeps a bad value from panicking.
+            let bits = bits.min(IPV6_PEER_PREFIX_BITS);
+            Some(u128::from(v6) & u128::MAX.checked_shl(128 - bits).unwrap_or(0))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::{IpAddr, Ipv4Addr};
 
     use super::PeerLedger;
+    use crate::action::FullCause;
     use crate::config::ProtocolConfig;
     use crate::ids::PeerId;
     use crate::time::Millis;
@@ -472,14 +530,63 @@ mod tests {
             cohorts_per_peer_max: 2,
             ..ProtocolConfig::default()
         });
-        assert!(ledger.try_enter_cohort(peer(1)));
-        assert!(ledger.try_enter_cohort(peer(1)));
-        assert!(!ledger.try_enter_cohort(peer(1)));
-        assert!(ledger.try_enter_cohort(peer(2)));
+        assert_eq!(ledger.try_enter_cohort(peer(1)), Ok(()));
+        assert_eq!(ledger.try_enter_cohort(peer(1)), Ok(()));
+        assert_eq!(
+            ledger.try_enter_cohort(peer(1)),
+            Err(FullCause::PeerCohorts)
+        );
+        assert_eq!(ledger.try_enter_cohort(peer(2)), Ok(()));
         ledger.leave_cohort(peer(1));
         ledger.leave_cohort(peer(1));
         assert_eq!(ledger.cohorts_of(peer(1)), 0);
         assert_eq!(ledger.snapshot().peers_attached, 1);
+    }
+
+    fn v6_peer(text: &str) -> PeerId {
+        PeerId::of(text.parse().expect("literal address"))
+    }
+
+    #[test]
+    fn ipv6_prefixes_are_bounded_and_regrouped_on_reload() {
+        let config = ProtocolConfig {
+            cohorts_per_ipv6_prefix_max: 2,
+            ..ProtocolConfig::default()
+        };
+        let ledger = PeerLedger::new(&config);
+        assert_eq!(ledger.try_enter_cohort(v6_peer("2001:db8:1:1::1")), Ok(()));
+        assert_eq!(ledger.try_enter_cohort(v6_peer("2001:db8:1:2::1")), Ok(()));
+        assert_eq!(
+            ledger.try_enter_cohort(v6_peer("2001:db8:1:3::1")),
+            Err(FullCause::Ipv6PrefixCohorts)
+        );
+        // A refusal counted nothing; another /48 and IPv4 are not affected.
+        assert_eq!(ledger.cohorts_of(v6_peer("2001:db8:1:3::1")), 0);
+        assert_eq!(ledger.try_enter_cohort(v6_peer("2001:db8:2:1::1")), Ok(()));
+        assert_eq!(ledger.try_enter_cohort(peer(1)), Ok(()));
+        ledger.leave_cohort(v6_peer("2001:db8:1:1::1"));
+        assert_eq!(ledger.try_enter_cohort(v6_peer("2001:db8:1:3::1")), Ok(()));
+        // As /32s, both /48s are one prefix holding three.
+        ledger.reconfigure(&ProtocolConfig {
+            ipv6_prefix_bits: 32,
+            cohorts_per_ipv6_prefix_max: 4,
+            ..config
+        });
+        assert_eq!(ledger.try_enter_cohort(v6_peer("2001:db8:3::1")), Ok(()));
+        assert_eq!(
+            ledger.try_enter_cohort(v6_peer("2001:db8:4::1")),
+            Err(FullCause::Ipv6PrefixCohorts)
+        );
+        for text in [
+            "2001:db8:1:2::1",
+            "2001:db8:2:1::1",
+            "2001:db8:1:3::1",
+            "2001:db8:3::1",
+        ] {
+            ledger.leave_cohort(v6_peer(text));
+        }
+        ledger.leave_cohort(peer(1));
+        assert!(ledger.state().prefix_cohorts.is_empty());
     }
 
     #[test]

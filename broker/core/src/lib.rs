@@ -14,7 +14,12 @@
 //!   (`pending_streams_per_cohort_max`) because anyone may declare the admin's address. An
 //!   exempt stream whose address is revoked becomes counted, or leaves (gracefully, after
 //!   its reduced roster) when the cohort has no room.
-//! - R31 is broker-wide (the `PeerLedger` counts cohorts of all cores).
+//! - R31 is broker-wide (the `PeerLedger` counts cohorts of all cores). A full table makes
+//!   room from cohorts nobody has received from (empty fan-out set) for
+//!   `idle_cohort_reclaim_ms`: the creating Join's core reclaims its oldest at once, and
+//!   every core sheds one of its own at its idle timer while the table is full.
+//! - R32 also bounds the /64s of one IPv6 prefix (`ipv6_prefix_bits`) together, by their
+//!   cohort attachments (`cohorts_per_ipv6_prefix_max`); IPv4 peers are not grouped.
 //! - A spectator or silent stream named by the current roster may claim (R8, R23); a silent
 //!   stream newly named gets a fresh claim deadline from the roster's acceptance.
 //! - R24 applies to every stream of an address that leaves the roster (pending, publisher,

@@ -17,7 +17,7 @@
 //! Decisions where the spec is silent are recorded where they are made, and summarised in the
 //! `protocol` module's documentation.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bps_proto::{
@@ -72,6 +72,8 @@ enum Reclaim {
     Inactive,
     /// R21: the admin's EOS was delivered.
     EndOfStream,
+    /// R31: nobody in its fan-out set for `idle_cohort_reclaim_ms`, and the table is full.
+    Idle,
 }
 
 impl Reclaim {
@@ -80,13 +82,15 @@ impl Reclaim {
             Reclaim::Empty => Counter::CohortsReclaimedEmpty,
             Reclaim::Inactive => Counter::CohortsReclaimedInactive,
             Reclaim::EndOfStream => Counter::CohortsReclaimedEos,
+            Reclaim::Idle => Counter::CohortsReclaimedIdle,
         }
     }
 
     fn close_reason(self) -> CloseReason {
         match self {
-            // An empty cohort has no stream left to close.
-            Reclaim::Empty | Reclaim::Inactive => CloseReason::Inactive,
+            // An empty cohort has no stream left to close; an idle one's streams are reset
+            // as at R34.
+            Reclaim::Empty | Reclaim::Inactive | Reclaim::Idle => CloseReason::Inactive,
             Reclaim::EndOfStream => CloseReason::EndOfStream,
         }
     }
@@ -189,6 +193,11 @@ pub struct Machine {
     /// included.
     tickets: HashMap<Ticket, StreamId>,
     deadlines: Deadlines,
+    /// R31: the idle cohorts (empty fan-out set), oldest first, as (idle since, serial).
+    idle: BTreeSet<(Millis, u64)>,
+    /// Cohorts whose membership or roles changed during the current input; their idleness
+    /// is settled before the input returns (`rearm`).
+    unsettled: Vec<u64>,
     out: Outbox,
     next_cohort_serial: u64,
     next_ticket: u64,
@@ -215,6 +224,8 @@ impl Machine {
             streams: HashMap::new(),
             tickets: HashMap::new(),
             deadlines: Deadlines::default(),
+            idle: BTreeSet::new(),
+            unsettled: Vec::new(),
             out: Outbox {
                 actions: Vec::new(),
                 registry: Arc::new(CounterRegistry::default()),
@@ -429,6 +440,7 @@ impl Machine {
             match key {
                 DeadlineKey::Claim(stream_id) => self.claim_deadline_due(now, at, stream_id),
                 DeadlineKey::Inactivity(serial) => self.inactivity_deadline_due(now, at, serial),
+                DeadlineKey::Idle(serial) => self.idle_deadline_due(now, at, serial),
             }
         }
         self.rearm(now);
@@ -531,8 +543,8 @@ impl Machine {
         if arrival.anonymous {
             self.admit_anonymous(cohort, peer)?;
         }
-        if peer_streams == 0 && !self.ledger.try_enter_cohort(peer) {
-            return Err(FullCause::PeerCohorts);
+        if peer_streams == 0 {
+            self.ledger.try_enter_cohort(peer)?;
         }
         if arrival.anonymous && !self.ledger.try_enter_anonymous(peer) {
             if peer_streams == 0 {
@@ -564,10 +576,10 @@ impl Machine {
         valid: &ValidJoin,
     ) -> Result<u64, FullCause> {
         let peer = arrival.peer;
-        if !self.ledger.try_enter_cohort(peer) {
-            return Err(FullCause::PeerCohorts);
-        }
-        if !self.ledger.try_open_cohort() {
+        self.ledger.try_enter_cohort(peer)?;
+        let room = self.ledger.try_open_cohort()
+            || (self.reclaim_oldest_idle(now) && self.ledger.try_open_cohort());
+        if !room {
             self.ledger.leave_cohort(peer);
             return Err(FullCause::Cohorts);
         }
@@ -590,6 +602,46 @@ impl Machine {
         self.cohort_by_key.insert(valid.key.clone(), serial);
         self.cohorts.insert(serial, cohort);
         Ok(serial)
+    }
+
+    /// R31: reclaims this core's cohort idle the longest, if it has been idle for
+    /// `idle_cohort_reclaim_ms`, so a creating Join finds room. Other cores' idle cohorts are
+    /// shed by their own machines when their idle timers find the table full.
+    fn reclaim_oldest_idle(&mut self, now: Millis) -> bool {
+        let Some(&(since, serial)) = self.idle.first() else {
+            return false;
+        };
+        if since.plus_ms(self.config.idle_cohort_reclaim_ms) > now {
+            return false;
+        }
+        self.reclaim(serial, Reclaim::Idle);
+        true
+    }
+
+    /// Records whether each cohort changed during this input now has an empty fan-out set,
+    /// and since when; a newly idle cohort gets an idle timer unless one is queued.
+    fn settle_idle(&mut self, now: Millis) {
+        for serial in std::mem::take(&mut self.unsettled) {
+            let Some(cohort) = self.cohorts.get_mut(&serial) else {
+                continue;
+            };
+            match (cohort.fanout.is_empty(), cohort.idle_since) {
+                (true, None) => {
+                    cohort.idle_since = Some(now);
+                    self.idle.insert((now, serial));
+                    if cohort.idle_timer.is_none() {
+                        let at = now.plus_ms(self.config.idle_cohort_reclaim_ms);
+                        cohort.idle_timer = Some(at);
+                        self.deadlines.push(at, DeadlineKey::Idle(serial));
+                    }
+                }
+                (false, Some(since)) => {
+                    cohort.idle_since = None;
+                    self.idle.remove(&(since, serial));
+                }
+                (true, Some(_)) | (false, None) => {}
+            }
+        }
     }
 
     /// Answers FULL or REJECTED and ends the stream (R5).
@@ -664,6 +716,7 @@ impl Machine {
             drops: DropWindow::default(),
         };
         cohort.attach(stream_id, &stream);
+        self.unsettled.push(serial);
         self.out.count(&cohort.counters, Counter::JoinsOk);
         if matches!(role, Role::Pending | Role::Silent) {
             set_claim_deadline(
@@ -1015,6 +1068,7 @@ impl Machine {
             .expect("a stream's cohort is live");
         let entering_fanout = matches!(stream.role, Role::Pending | Role::Silent);
         cohort.change_role(stream_id, stream, Role::Publisher);
+        self.unsettled.push(serial);
         clear_claim_deadline(stream);
         self.out.count(&cohort.counters, Counter::Claims);
         // R22 and D5: the latest roster first, unless this stream already has it or is the admin's.
@@ -1238,6 +1292,7 @@ impl Machine {
         let was_receiving = cohort.fanout.contains(stream_id);
         if stream.role != role {
             cohort.change_role(stream_id, stream, role);
+            self.unsettled.push(serial);
         }
         let receiving = cohort.fanout.contains(stream_id);
         if was_receiving
@@ -1346,9 +1401,11 @@ impl Machine {
             .get_mut(&stream.cohort)
             .expect("a stream's cohort is live");
         leave(&self.ledger, cohort, stream_id, &stream);
+        let serial = cohort.serial;
         if cohort.members.is_empty() {
-            let serial = cohort.serial;
             self.reclaim(serial, Reclaim::Empty);
+        } else {
+            self.unsettled.push(serial);
         }
     }
 
@@ -1359,6 +1416,9 @@ impl Machine {
             .remove(&serial)
             .expect("reclaimed cohort is live");
         self.cohort_by_key.remove(&cohort.key);
+        if let Some(since) = cohort.idle_since {
+            self.idle.remove(&(since, serial));
+        }
         let members: Vec<StreamId> = cohort.members.iter().copied().collect();
         for stream_id in members {
             let stream = self
@@ -1429,10 +1489,41 @@ impl Machine {
         self.reclaim(serial, Reclaim::Inactive);
     }
 
-    /// Asks for a timer when the earliest live deadline moved earlier. Dead entries (of
-    /// closed streams, reclaimed cohorts, moved deadlines) are dropped from the top, and
-    /// swept from the whole heap once they outnumber the live ones.
+    /// R31: an idle cohort's timer. Idle for `idle_cohort_reclaim_ms` while the table is full,
+    /// it is reclaimed (a Join on another core may be waiting for room); otherwise the timer
+    /// comes back after that long again while the cohort stays idle, so each idle cohort
+    /// holds one timer.
+    fn idle_deadline_due(&mut self, now: Millis, at: Millis, serial: u64) {
+        let Some(cohort) = self.cohorts.get_mut(&serial) else {
+            return;
+        };
+        if cohort.idle_timer != Some(at) {
+            return;
+        }
+        cohort.idle_timer = None;
+        let Some(since) = cohort.idle_since else {
+            return;
+        };
+        let due = since.plus_ms(self.config.idle_cohort_reclaim_ms);
+        if due <= now && self.ledger.cohorts_full() {
+            self.reclaim(serial, Reclaim::Idle);
+            return;
+        }
+        let next = if due > now {
+            due
+        } else {
+            now.plus_ms(self.config.idle_cohort_reclaim_ms)
+        };
+        cohort.idle_timer = Some(next);
+        self.deadlines.push(next, DeadlineKey::Idle(serial));
+    }
+
+    /// Settles the idleness of the cohorts this input changed, then asks for a timer when
+    /// the earliest live deadline moved earlier. Dead entries (of closed streams, reclaimed
+    /// cohorts, moved deadlines) are dropped from the top, and swept from the whole heap once
+    /// they outnumber the live ones.
     fn rearm(&mut self, now: Millis) {
+        self.settle_idle(now);
         let (streams, cohorts) = (&self.streams, &self.cohorts);
         let live = |at: Millis, key: DeadlineKey| match key {
             DeadlineKey::Claim(stream_id) => streams
@@ -1441,8 +1532,12 @@ impl Machine {
             DeadlineKey::Inactivity(serial) => cohorts
                 .get(&serial)
                 .is_some_and(|cohort| cohort.inactivity_timer == Some(at)),
+            DeadlineKey::Idle(serial) => cohorts
+                .get(&serial)
+                .is_some_and(|cohort| cohort.idle_timer == Some(at)),
         };
-        if self.deadlines.len() > 2 * (streams.len() + cohorts.len()) + 64 {
+        // Live entries: a claim per stream, an inactivity and an idle timer per cohort.
+        if self.deadlines.len() > 2 * (streams.len() + 2 * cohorts.len()) + 64 {
             self.deadlines.sweep(live);
         }
         self.deadlines.drop_dead_top(live);

@@ -692,3 +692,182 @@ fn r40_role_gauges_follow_every_transition() {
     rig.joined(key(3), &all_spec, sid(3), peer(3));
     assert_eq!(rig.roles(&all_spec)["publisher"], vec![sid(3)]);
 }
+
+/// A peer in /64 number `n` of the IPv6 /48 `2001:db8:site::`.
+fn v6_peer(site: u16, n: u16) -> crate::PeerId {
+    let ip = std::net::Ipv6Addr::new(0x2001, 0xdb8, site, n, 0, 0, 0, 1);
+    crate::PeerId::of(std::net::IpAddr::V6(ip))
+}
+
+#[test]
+fn r32_cohorts_per_ipv6_prefix_are_bounded_and_a_refusal_leaves_no_ledger_entry() {
+    let mut rig = Rig::with_config(ProtocolConfig {
+        cohorts_per_ipv6_prefix_max: 3,
+        ..ProtocolConfig::default()
+    });
+    let specs: Vec<_> = (1..=5)
+        .map(|topic| explicit(topic, &key(1), false))
+        .collect();
+    // Three /64s of one /48 take three cohorts: the bound.
+    for n in 1..=3 {
+        rig.joined(
+            key(2),
+            &specs[usize::from(n) - 1],
+            sid(u64::from(n)),
+            v6_peer(1, n),
+        );
+    }
+    // A fourth /64 of it may neither create a cohort nor attach to one.
+    for (stream, spec) in [(4, &specs[3]), (5, &specs[0])] {
+        let actions = rig.join_raw(
+            v6_peer(1, 4),
+            sid(stream),
+            join_body(spec, &key(3).address()),
+        );
+        assert_eq!(
+            actions,
+            vec![
+                ack(sid(stream), Status::Full),
+                close(sid(stream), CloseReason::Full(FullCause::Ipv6PrefixCohorts))
+            ]
+        );
+    }
+    assert_eq!(rig.ledger.cohorts_of(v6_peer(1, 4)), 0);
+    assert_eq!(rig.ledger.snapshot().cohorts_live, 3);
+    assert_eq!(rig.machine.cohort_count(), 3);
+    assert_eq!(
+        FullCause::Ipv6PrefixCohorts.to_string(),
+        "cohorts per IPv6 prefix (R32)"
+    );
+    // A /64 already in a cohort adds a stream there; another /48 and IPv4 are unaffected.
+    rig.joined(key(4), &specs[0], sid(6), v6_peer(1, 1));
+    rig.joined(key(2), &specs[3], sid(7), v6_peer(2, 1));
+    rig.joined(key(2), &specs[4], sid(8), peer(1));
+    // One /64 leaving makes room for another.
+    assert_eq!(rig.closed(sid(2), ClosedBy::Peer), vec![]);
+    rig.joined(key(3), &specs[1], sid(9), v6_peer(1, 4));
+}
+
+#[test]
+fn r32_at_ipv6_prefix_bits_64_the_prefix_bound_is_per_peer() {
+    let mut rig = Rig::with_config(ProtocolConfig {
+        cohorts_per_ipv6_prefix_max: 1,
+        ipv6_prefix_bits: 64,
+        ..ProtocolConfig::default()
+    });
+    let one = explicit(1, &key(1), false);
+    let two = explicit(2, &key(1), false);
+    rig.joined(key(2), &one, sid(1), v6_peer(1, 1));
+    rig.joined(key(2), &two, sid(2), v6_peer(1, 2));
+    let actions = rig.join_raw(v6_peer(1, 1), sid(3), join_body(&two, &key(3).address()));
+    assert_eq!(
+        actions,
+        vec![
+            ack(sid(3), Status::Full),
+            close(sid(3), CloseReason::Full(FullCause::Ipv6PrefixCohorts))
+        ]
+    );
+}
+
+/// Long claim deadlines, so pending streams stay and only the idle reclaim acts.
+fn idle_config(cohorts_max: usize) -> ProtocolConfig {
+    ProtocolConfig {
+        cohorts_max,
+        idle_cohort_reclaim_ms: 10_000,
+        claim_deadline_ms: 600_000,
+        ..ProtocolConfig::default()
+    }
+}
+
+#[test]
+fn r31_a_full_table_reclaims_the_oldest_idle_cohort_for_a_creating_join() {
+    let mut rig = Rig::with_config(idle_config(3));
+    let specs: Vec<_> = (1..=8)
+        .map(|topic| explicit(topic, &key(1), false))
+        .collect();
+    // Two cohorts held by a pending admin stream only (nobody receives), one with a viewer.
+    rig.joined(key(1), &specs[0], sid(1), peer(1));
+    rig.now.0 = 1_000;
+    rig.joined(key(1), &specs[1], sid(2), peer(2));
+    rig.joined(key(2), &specs[2], sid(3), peer(3));
+    let refused = |rig: &mut Rig, spec: &bps_proto::Spec, stream: u64| {
+        let actions = rig.join_raw(peer(8), sid(stream), join_body(spec, &key(2).address()));
+        assert_eq!(
+            actions,
+            vec![
+                ack(sid(stream), Status::Full),
+                close(sid(stream), CloseReason::Full(FullCause::Cohorts))
+            ]
+        );
+        assert_eq!(rig.ledger.cohorts_of(peer(8)), 0);
+        assert_eq!(rig.ledger.snapshot().cohorts_live, 3);
+    };
+    // Not idle for long enough yet: FULL, and nothing is reclaimed.
+    rig.now.0 = 9_999;
+    refused(&mut rig, &specs[3], 4);
+    assert_eq!(rig.count(Counter::CohortsReclaimedIdle), 0);
+    // At 10 s the oldest idle cohort makes room; the younger one does not qualify yet.
+    rig.now.0 = 10_000;
+    let (_, actions) = rig.join(key(2), &specs[3], sid(5), peer(9));
+    assert_eq!(actions[0], close(sid(1), CloseReason::Inactive));
+    assert!(matches!(&actions[1], Action::Send { stream, .. } if *stream == sid(5)));
+    assert_eq!(rig.count(Counter::CohortsReclaimedIdle), 1);
+    assert_eq!(rig.ledger.cohorts_of(peer(1)), 0);
+    refused(&mut rig, &specs[4], 6);
+    // A cohort that gets a viewer is no longer idle; when the viewer leaves it starts over.
+    rig.joined(key(3), &specs[1], sid(7), peer(4));
+    rig.now.0 = 20_000;
+    refused(&mut rig, &specs[4], 8);
+    assert_eq!(rig.closed(sid(7), ClosedBy::Peer), vec![]);
+    rig.now.0 = 29_999;
+    refused(&mut rig, &specs[4], 9);
+    rig.now.0 = 30_000;
+    rig.joined(key(2), &specs[4], sid(10), peer(9));
+    assert_eq!(rig.count(Counter::CohortsReclaimedIdle), 2);
+    // Every cohort left has someone receiving: none is ever reclaimed for room.
+    rig.now.0 = 500_000;
+    refused(&mut rig, &specs[5], 11);
+    assert_eq!(rig.count(Counter::CohortsReclaimedIdle), 2);
+    assert_eq!(rig.machine.cohort_count(), 3);
+}
+
+#[test]
+fn r31_an_idle_cohort_is_shed_by_its_timer_only_while_the_table_is_full() {
+    let config = idle_config(2);
+    let ledger = Arc::new(PeerLedger::new(&config));
+    let mut core_a = Rig::with_ledger(config.clone(), Arc::clone(&ledger), 1);
+    let mut core_b = Rig::with_ledger(config, Arc::clone(&ledger), 2);
+    let one = explicit(1, &key(1), false);
+    let two = explicit(2, &key(1), false);
+    let three = explicit(3, &key(1), false);
+    let (_, actions) = core_a.join(key(1), &one, sid(1), peer(1));
+    assert_eq!(actions.last(), Some(&arm(10_000)));
+    // Idle long enough, but there is room: it stays, and is looked at again 10 s later.
+    assert_eq!(core_a.tick_at(10_000), vec![arm(20_000)]);
+    core_b.now.0 = 10_000;
+    core_b.joined(key(2), &two, StreamId::new(1, 1), peer(2));
+    // The table is full; the idle cohort is on the other core, so this Join is refused...
+    let actions = core_b.join_raw(
+        peer(3),
+        StreamId::new(1, 2),
+        join_body(&three, &key(2).address()),
+    );
+    assert_eq!(
+        actions,
+        vec![
+            ack(StreamId::new(1, 2), Status::Full),
+            close(StreamId::new(1, 2), CloseReason::Full(FullCause::Cohorts))
+        ]
+    );
+    // ...and that core sheds it at its next look, so the retry finds room.
+    assert_eq!(
+        core_a.tick_at(20_000),
+        vec![close(sid(1), CloseReason::Inactive)]
+    );
+    assert_eq!(core_a.count(Counter::CohortsReclaimedIdle), 1);
+    assert_eq!(ledger.snapshot().cohorts_live, 1);
+    core_b.now.0 = 20_000;
+    core_b.joined(key(2), &three, StreamId::new(1, 3), peer(3));
+    // The live cohort of the other core was never a candidate.
+    assert_eq!(core_b.machine.cohort_count(), 2);
+}
