@@ -28,7 +28,7 @@ pub struct Bound {
 }
 
 /// Every bound behind a FULL answer, in the order the broker checks an existing cohort's.
-pub const BOUNDS: [Bound; 8] = [
+pub const BOUNDS: [Bound; 9] = [
     Bound {
         what: "streams per peer per cohort (R33)",
         setting: "limits.streams_per_peer_per_cohort_max",
@@ -47,6 +47,11 @@ pub const BOUNDS: [Bound; 8] = [
     Bound {
         what: "cohorts per peer (R32)",
         setting: "limits.cohorts_per_peer_max",
+        addressed: true,
+    },
+    Bound {
+        what: "cohorts per IPv6 prefix (R32)",
+        setting: "limits.cohorts_per_ipv6_prefix_max",
         addressed: true,
     },
     Bound {
