@@ -58,10 +58,16 @@ impl fmt::Display for RangeError {
         match self {
             Self::Address => formatter.write_str("not an IP address"),
             Self::PrefixBits { max } => {
-                write!(formatter, "the prefix length must be a number from 0 to {max}")
+                write!(
+                    formatter,
+                    "the prefix length must be a number from 0 to {max}"
+                )
             }
             Self::HostBits { network } => {
-                write!(formatter, "bits below the prefix are set (the range is {network})")
+                write!(
+                    formatter,
+                    "bits below the prefix are set (the range is {network})"
+                )
             }
         }
     }
@@ -79,7 +85,9 @@ fn bits_of(ip: IpAddr) -> (u128, u8) {
 
 /// The left-aligned mask of `prefix_bits` ones.
 fn mask(prefix_bits: u8) -> u128 {
-    u128::MAX.checked_shl(128 - u32::from(prefix_bits)).unwrap_or(0)
+    u128::MAX
+        .checked_shl(128 - u32::from(prefix_bits))
+        .unwrap_or(0)
 }
 
 impl IpRange {
@@ -128,10 +136,31 @@ impl FromStr for IpRange {
                 },
             });
         }
+        // An IPv4-mapped range is its IPv4 range: addresses are matched as IPv4 (`contains`).
+        // A valid one has at least 96 prefix bits (the mapped prefix sets bits 80..96).
+        if let IpAddr::V6(v6) = network
+            && let Some(v4) = v6.to_ipv4_mapped()
+        {
+            return Ok(IpRange {
+                network: IpAddr::V4(v4),
+                prefix_bits: prefix_bits - 96,
+            });
+        }
         Ok(IpRange {
             network,
             prefix_bits,
         })
+    }
+}
+
+impl From<IpAddr> for IpRange {
+    /// The range of one address.
+    fn from(ip: IpAddr) -> IpRange {
+        let ip = ip.to_canonical();
+        IpRange {
+            network: ip,
+            prefix_bits: bits_of(ip).1,
+        }
     }
 }
 
@@ -511,7 +540,10 @@ mod tests {
         let ten: IpRange = "10.0.0.0/8".parse().expect("range");
         assert!(ten.contains(ip("10.255.3.4")));
         assert!(!ten.contains(ip("11.0.0.0")));
-        assert!(!ten.contains(ip("::a00:1")), "an IPv6 address is not in an IPv4 range");
+        assert!(
+            !ten.contains(ip("::a00:1")),
+            "an IPv6 address is not in an IPv4 range"
+        );
         let ula: IpRange = "fd00::/8".parse().expect("range");
         assert!(ula.contains(ip("fd12:3456::1")));
         assert!(!ula.contains(ip("fe80::1")));
@@ -523,15 +555,30 @@ mod tests {
         assert!(one_v6.contains(ip("2001:db8::1")));
         assert!(!one_v6.contains(ip("2001:db8::2")));
         assert_eq!(ten.to_string(), "10.0.0.0/8");
+        let mapped: IpRange = "::ffff:10.0.0.0/104".parse().expect("range");
+        assert_eq!(mapped, ten, "an IPv4-mapped range is its IPv4 range");
+        assert_eq!(IpRange::from(ip("::ffff:127.0.0.1")), single);
     }
 
     #[test]
     fn bad_ranges_say_what_is_wrong() {
         assert_eq!("nonsense".parse::<IpRange>(), Err(RangeError::Address));
-        assert_eq!("10.0.0.0/33".parse::<IpRange>(), Err(RangeError::PrefixBits { max: 32 }));
-        assert_eq!("::/129".parse::<IpRange>(), Err(RangeError::PrefixBits { max: 128 }));
-        assert_eq!("10.0.0.0/".parse::<IpRange>(), Err(RangeError::PrefixBits { max: 32 }));
-        assert_eq!("10.0.0.0/+8".parse::<IpRange>(), Err(RangeError::PrefixBits { max: 32 }));
+        assert_eq!(
+            "10.0.0.0/33".parse::<IpRange>(),
+            Err(RangeError::PrefixBits { max: 32 })
+        );
+        assert_eq!(
+            "::/129".parse::<IpRange>(),
+            Err(RangeError::PrefixBits { max: 128 })
+        );
+        assert_eq!(
+            "10.0.0.0/".parse::<IpRange>(),
+            Err(RangeError::PrefixBits { max: 32 })
+        );
+        assert_eq!(
+            "10.0.0.0/+8".parse::<IpRange>(),
+            Err(RangeError::PrefixBits { max: 32 })
+        );
         let error = "10.0.0.1/8".parse::<IpRange>().expect_err("host bits");
         assert_eq!(
             error.to_string(),
@@ -611,7 +658,10 @@ mod tests {
         let proxies = ["127.0.0.1", "10.0.0.0/8"];
         // The second line is the nearest proxy's: the walk crosses into the first line.
         assert_eq!(
-            xff(&["203.0.113.9, 198.51.100.2", "10.1.2.3, 127.0.0.1"], &proxies),
+            xff(
+                &["203.0.113.9, 198.51.100.2", "10.1.2.3, 127.0.0.1"],
+                &proxies
+            ),
             Ok(ip("198.51.100.2"))
         );
         assert_eq!(
@@ -736,13 +786,25 @@ mod tests {
         ] {
             let error = standard(&[line], &proxies).expect_err(line);
             assert_eq!(
-                matches!(error, ForwardedError::Unknown { header: FORWARDED, .. }),
+                matches!(
+                    error,
+                    ForwardedError::Unknown {
+                        header: FORWARDED,
+                        ..
+                    }
+                ),
                 unknown,
                 "{line}: {error:?}"
             );
             if !unknown {
                 assert!(
-                    matches!(error, ForwardedError::Hop { header: FORWARDED, .. }),
+                    matches!(
+                        error,
+                        ForwardedError::Hop {
+                            header: FORWARDED,
+                            ..
+                        }
+                    ),
                     "{line}: {error:?}"
                 );
             }
@@ -786,7 +848,9 @@ mod tests {
         );
         let error = standard(&["for=nonsense"], &["127.0.0.1"]).expect_err("nonsense");
         assert!(
-            error.to_string().starts_with("header \"Forwarded\": hop \"for=nonsense\""),
+            error
+                .to_string()
+                .starts_with("header \"Forwarded\": hop \"for=nonsense\""),
             "{error}"
         );
     }
