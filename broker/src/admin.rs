@@ -749,6 +749,11 @@ struct CohortzQuery {
     offset: usize,
     /// With `key=<hex>`: the streams of that one cohort, paged the same way.
     key: Option<CohortKey>,
+    /// `sort=key`: cohorts in key order, paged by a key cursor (`after=<hex>`, the `next` of
+    /// the previous page), so that cohorts coming and going between pages never shift a page
+    /// the way an offset does.
+    by_key: bool,
+    after: Option<String>,
 }
 
 impl CohortzQuery {
@@ -759,6 +764,8 @@ impl CohortzQuery {
             limit: COHORTZ_LIMIT_DEFAULT,
             offset: 0,
             key: None,
+            by_key: false,
+            after: None,
         };
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -776,10 +783,23 @@ impl CohortzQuery {
                         .parse()
                         .map_err(|_| format!("offset={value}: expected a whole number"))?;
                 }
-                "sort" if value != "subscribers" => {
-                    return Err(format!(
-                        "sort={value}: expected subscribers (the only order offered)"
-                    ));
+                "sort" => match value {
+                    "subscribers" => parsed.by_key = false,
+                    "key" => parsed.by_key = true,
+                    _ => {
+                        return Err(format!(
+                            "sort={value}: expected subscribers or key (paged by after=)"
+                        ));
+                    }
+                },
+                "after" => {
+                    let hex_key = value.trim_start_matches("0x").to_ascii_lowercase();
+                    if hex::decode(&hex_key).is_err() {
+                        return Err(format!(
+                            "after={value}: expected a cohort key in hex (the next of a page)"
+                        ));
+                    }
+                    parsed.after = Some(hex_key);
                 }
                 "key" => {
                     let bytes = hex::decode(value.trim_start_matches("0x")).map_err(|_| {
@@ -790,6 +810,12 @@ impl CohortzQuery {
                 _ => {}
             }
         }
+        if parsed.after.is_some() && !parsed.by_key {
+            return Err("after= pages the key order: add sort=key".to_owned());
+        }
+        if parsed.by_key && parsed.offset > 0 {
+            return Err("sort=key pages by after=, not offset=".to_owned());
+        }
         Ok(parsed)
     }
 }
@@ -797,6 +823,9 @@ impl CohortzQuery {
 /// One `/cohortz` page: sorted by subscribers, descending, then by key for a stable order;
 /// each summary with its `age_ms` and `idle_ms`.
 fn cohorts_page(mut cohorts: Vec<CohortSummary>, query: &CohortzQuery) -> Value {
+    if query.by_key {
+        return cohorts_by_key(cohorts, query);
+    }
     let total = cohorts.len();
     cohorts.sort_by(|first, second| {
         second
@@ -816,6 +845,27 @@ fn cohorts_page(mut cohorts: Vec<CohortSummary>, query: &CohortzQuery) -> Value 
         "limit": query.limit,
         "sort": "subscribers",
         "cohorts": page,
+    })
+}
+
+/// One `/cohortz?sort=key` page: the `limit` cohorts after the cursor in key order, and the
+/// cursor of the next page (`null` on the last).
+fn cohorts_by_key(mut cohorts: Vec<CohortSummary>, query: &CohortzQuery) -> Value {
+    let total = cohorts.len();
+    cohorts.sort_by(|first, second| first.key.cmp(&second.key));
+    let after = query.after.as_deref().unwrap_or("");
+    let start = cohorts.partition_point(|cohort| cohort.key.as_str() <= after);
+    let page = &cohorts[start..(start + query.limit).min(total)];
+    let next = (start + page.len() < total)
+        .then(|| page.last().map(|cohort| cohort.key.clone()))
+        .flatten();
+    json!({
+        "cohorts_total": total,
+        "limit": query.limit,
+        "sort": "key",
+        "after": query.after,
+        "next": next,
+        "cohorts": page.iter().map(summary_json).collect::<Vec<Value>>(),
     })
 }
 
@@ -923,6 +973,8 @@ mod tests {
                 limit: 50,
                 offset: 0,
                 key: None,
+                by_key: false,
+                after: None,
             })
         );
         assert_eq!(
@@ -931,8 +983,16 @@ mod tests {
                 limit: 5,
                 offset: 7,
                 key: Some(CohortKey::from_bytes(vec![0x0a, 0x20].into())),
+                by_key: false,
+                after: None,
             })
         );
+        let by_key = CohortzQuery::parse("sort=key&after=0x0A20").expect("a key page");
+        assert!(by_key.by_key);
+        assert_eq!(by_key.after.as_deref(), Some("0a20"));
+        assert!(CohortzQuery::parse("after=0a20").is_err());
+        assert!(CohortzQuery::parse("sort=key&offset=3").is_err());
+        assert!(CohortzQuery::parse("sort=key&after=zz").is_err());
         assert_eq!(
             CohortzQuery::parse("limit=5000").map(|query| query.limit),
             Ok(1000)

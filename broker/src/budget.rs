@@ -21,6 +21,9 @@
 //!   `server.overflow_messages_max` messages per core and destination;
 //! - WebSocket sessions: each connection of the WebSocket listener may hold a request head
 //!   and a fragmented message being assembled (rendered bridge messages are frame memory);
+//!   `ws.static_dir`'s files with their answer heads, `STATIC_BYTES_MAX` at most, shared by
+//!   every answer (a static answer in flight holds only handles to them and a two-entry
+//!   write batch, within its connection's share);
 //! - cohorts: cursor tables, dedup windows and rosters, `limits.cohorts_max` of them;
 //! - history (D11): the entries of every cohort's ring, and the backlog every connection may
 //!   hold unwritten (one at most, `limits.history_frames_max` handles). The retained frames
@@ -109,7 +112,8 @@ pub const LOG_BUFFER_BYTES: u64 = crate::lifecycle::LOG_BUFFERED_LINES_MAX as u6
 /// read, the message its decoder assembles (a frame, or the largest bridge message), the
 /// inline headers of its write batch, and the session's own state.
 pub fn ws_connection_bytes(frame_bytes_max: usize, write_batch_frames_max: usize) -> u64 {
-    let message = frame_bytes_max.max(crate::io::BRIDGE_MESSAGE_BYTES_MAX);
+    let message = crate::io::native_message_bytes_max(frame_bytes_max)
+        .max(crate::io::BRIDGE_MESSAGE_BYTES_MAX);
     to_u64(crate::io::WS_HEAD_BYTES_MAX)
         + to_u64(message)
         + to_u64(write_batch_frames_max) * to_u64(crate::io::PREFIX_BYTES_MAX)

@@ -1,7 +1,8 @@
-//! The command line: `bps-broker [run] [FLAGS]` and `bps-broker check-config [FLAGS]`.
+//! The command line: `bps-broker [run] [FLAGS]` and `bps-broker check-config [FLAGS] [FILE]`.
 //!
 //! Owns: the clap definitions and their translation into `config::ConfigSources`. `run` is the
-//! default when no subcommand is given; the flags are the same for both subcommands.
+//! default when no subcommand is given; the flags are the same for both subcommands, and
+//! `check-config` also takes the file as a positional argument.
 //! Never does: read the config file or the environment (that is `config::BrokerConfig::load`),
 //! or decide exit codes beyond clap's own (2 for bad usage).
 //!
@@ -53,7 +54,7 @@ pub enum Command {
     /// Run the broker (the default).
     Run(ConfigArgs),
     /// Validate the configuration: exit 0 and print it, or exit 1 listing every error.
-    CheckConfig(ConfigArgs),
+    CheckConfig(CheckConfigArgs),
     /// Watch a running broker live: cores, memory, busiest cohorts (docs/TOP.md).
     Top(TopArgs),
 }
@@ -85,6 +86,29 @@ impl TopArgs {
             sort: self.sort,
             once: self.once,
         }
+    }
+}
+
+/// The sources `check-config` validates: the flags of `run`, or the file as its argument.
+#[derive(Clone, Debug, Default, Args)]
+pub struct CheckConfigArgs {
+    /// TOML config file to check (the same as --config FILE).
+    #[arg(value_name = "FILE", conflicts_with = "config")]
+    pub file: Option<PathBuf>,
+    /// The flags, as for `run`.
+    #[command(flatten)]
+    pub args: ConfigArgs,
+}
+
+impl CheckConfigArgs {
+    /// The config sources these arguments name.
+    #[must_use]
+    pub fn sources(&self) -> ConfigSources {
+        let mut sources = self.args.sources();
+        if let Some(file) = &self.file {
+            sources.file = Some(file.clone());
+        }
+        sources
     }
 }
 
@@ -243,6 +267,27 @@ mod tests {
     }
 
     #[test]
+    fn check_config_takes_the_file_as_an_argument() {
+        let Ok(Command::CheckConfig(args)) = parse(&[
+            "check-config",
+            "/etc/bps-broker/broker.toml",
+            "--set",
+            "limits.cohorts_max=7",
+        ]) else {
+            panic!("expected check-config");
+        };
+        let sources = args.sources();
+        assert_eq!(
+            sources.file,
+            Some(PathBuf::from("/etc/bps-broker/broker.toml"))
+        );
+        assert_eq!(
+            sources.sets,
+            vec![("limits.cohorts_max".to_owned(), "7".to_owned())]
+        );
+    }
+
+    #[test]
     fn bad_usage_is_a_clap_error() {
         for args in [
             &["--listen", "nowhere"][..],
@@ -252,6 +297,9 @@ mod tests {
             &["--bogus"],
             &["--listen", "127.0.0.1:1", "run"],
             &["frobnicate"],
+            &["run", "/x.toml"],
+            &["check-config", "--config", "/x.toml", "/y.toml"],
+            &["check-config", "/x.toml", "/y.toml"],
         ] {
             let error = parse(args)
                 .err()

@@ -251,8 +251,8 @@ impl PerTransport {
 
 /// HTTP statuses the WebSocket listener answers with (besides 101), in export order; any
 /// other is counted as `other`.
-pub const WS_HTTP_STATUSES: [u16; 14] = [
-    200, 204, 400, 403, 404, 405, 409, 411, 413, 422, 426, 429, 431, 503,
+pub const WS_HTTP_STATUSES: [u16; 15] = [
+    200, 204, 304, 400, 403, 404, 405, 409, 411, 413, 422, 426, 429, 431, 503,
 ];
 /// Close codes of the sessions the WebSocket carrier itself ends (faults of the peer and
 /// idle sessions; closes the machine decides are counted by the protocol counters), in
@@ -270,6 +270,10 @@ pub struct WsMetrics {
     pub http_answers: [Counter; WS_HTTP_STATUSES.len() + 1],
     /// Sessions the carrier closed, per close code (the last is `other`).
     pub carrier_closes: [Counter; WS_CARRIER_CLOSES.len() + 1],
+    /// Static-file answers being written (bounded by `STATIC_IN_FLIGHT_PER_CORE_MAX`).
+    pub static_in_flight: Gauge,
+    /// Static-file requests answered 503 because the core was at that bound.
+    pub static_busy: Counter,
 }
 
 /// The instruments of one core. Shared by `Arc` with the scraper; only the owning core writes.
@@ -1172,6 +1176,24 @@ fn render_ws(out: &mut String, cores: &[Arc<CoreMetrics>]) {
         let total = sum(&|core| core.ws.carrier_closes[index].get());
         line(out, name, &[("code", code)], &total.to_string());
     }
+    let name = "bps_ws_static_in_flight";
+    family(
+        out,
+        name,
+        "gauge",
+        "Static-file answers of the WebSocket listener being written.",
+    );
+    let total = sum(&|core| core.ws.static_in_flight.get());
+    line(out, name, &[], &total.to_string());
+    let name = "bps_ws_static_busy_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Static-file requests answered 503 because their core had its bound of answers in flight.",
+    );
+    let total = sum(&|core| core.ws.static_busy.get());
+    line(out, name, &[], &total.to_string());
 }
 
 /// Core gauges, summed and per core.

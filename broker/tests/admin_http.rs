@@ -339,6 +339,63 @@ fn cohortz_sorts_by_subscribers_and_pages() {
     assert_eq!(page["limit"], 1000);
 }
 
+/// The keys of one `/cohortz?sort=key` page and its `next` cursor.
+fn key_page(server: &AdminServer, after: Option<&str>) -> (Vec<String>, Option<String>) {
+    let cursor = after.map_or(String::new(), |after| format!("&after={after}"));
+    let (status, _, body) = get(
+        server.local_addr(),
+        &format!("/cohortz?sort=key&limit=40{cursor}"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(page["sort"], "key");
+    let keys = page["cohorts"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|cohort| cohort["key"].as_str().expect("key").to_owned())
+        .collect();
+    (keys, page["next"].as_str().map(str::to_owned))
+}
+
+#[test]
+fn cohortz_pages_by_key_cursor_and_cohorts_that_come_and_go_shift_nothing() {
+    let fake = Fake::new();
+    let all: Vec<CohortSummary> = (0..120_u16)
+        .map(|index| cohort(&(index * 2).to_be_bytes(), usize::from(index % 7)))
+        .collect();
+    *fake.cohorts.lock().expect("lock") = Some(all.clone());
+    let server = start(&fake);
+    let (first, next) = key_page(&server, None);
+    assert_eq!(first.len(), 40);
+    assert!(first.windows(2).all(|pair| pair[0] < pair[1]), "{first:?}");
+    let next = next.expect("more pages");
+    assert_eq!(next, first[39]);
+    // Between pages, ten cohorts of the first page end and ten new ones appear before the
+    // cursor: with offsets the next page would skip ten cohorts; with the cursor it does not.
+    let mut changed: Vec<CohortSummary> = all[10..].to_vec();
+    changed.extend((0..10_u16).map(|index| cohort(&(index * 2 + 1).to_be_bytes(), 1)));
+    *fake.cohorts.lock().expect("lock") = Some(changed);
+    let mut seen = first.clone();
+    let mut cursor = Some(next);
+    while let Some(after) = cursor {
+        let (keys, next) = key_page(&server, Some(&after));
+        assert!(
+            keys.iter().all(|key| *key > after),
+            "{keys:?} after {after}"
+        );
+        seen.extend(keys);
+        cursor = next;
+    }
+    let expected: Vec<String> = all.iter().map(|cohort| cohort.key.clone()).collect();
+    assert_eq!(
+        seen, expected,
+        "every cohort that lived throughout, once, in order"
+    );
+    let (status, _, _) = get(server.local_addr(), "/cohortz?after=00");
+    assert_eq!(status, 400);
+}
+
 #[test]
 fn cohortz_rejects_bad_parameters_and_reports_slow_cores() {
     let fake = Fake::new();

@@ -713,6 +713,28 @@ fn frame_faults_close_the_session_with_their_codes() {
 }
 
 #[test]
+fn a_native_message_carries_every_frame_tcp_takes_and_nothing_larger() {
+    let broker = Broker::start(&[]);
+    // The largest body the default limits.frame_bytes_max takes, with its length prefix: the
+    // body is no Join, so the answer is a REJECTED Ack, exactly as on TCP.
+    let body_max = bps_proto::FRAME_BYTES_MAX_DEFAULT;
+    let mut largest = Vec::new();
+    prost::encoding::encode_varint(body_max as u64, &mut largest);
+    largest.resize(largest.len() + body_max, 0xff);
+    let mut ws = Ws::native(&broker);
+    ws.send(&largest);
+    let ack = bps_proto::decode_ack(body_of(&ws.recv_binary())).expect("an Ack");
+    assert_eq!(ack.status, Status::Rejected as i32);
+    // One byte more is over the bound: 1009, before any of it is taken as a frame.
+    let mut over = Vec::new();
+    prost::encoding::encode_varint(body_max as u64 + 1, &mut over);
+    over.resize(over.len() + body_max + 1, 0xff);
+    let mut ws = Ws::native(&broker);
+    ws.send(&over);
+    assert_eq!(ws.expect_end().code(), Some(1009));
+}
+
+#[test]
 fn a_websocket_subscriber_that_never_reads_is_reset_at_the_queue_bound() {
     let broker = Broker::start(&[MANY_STREAMS_PER_PEER, "limits.outbound_queue_frames_max=8"]);
     let admin = key(1);

@@ -39,7 +39,8 @@ use serde_json::json;
 
 use crate::backoff::Backoff;
 use crate::publisher::{Outgoing, Publisher, Role};
-use crate::session::{JoinOutcome, Session, SessionConfig, SessionError};
+use crate::refusal::Refusal;
+use crate::session::{JoinAnswer, Session, SessionConfig, SessionError};
 use crate::subscriber::{Event, Received, Subscriber};
 
 /// How long a finished stream waits for the broker to close after our last frame.
@@ -59,8 +60,9 @@ pub const INPUT_LINES_QUEUED_MAX: usize = 256;
 /// Why a run ended without success.
 #[derive(Debug)]
 pub enum ClientError {
-    /// The broker answered the Join with FULL or REJECTED (exit code 3).
-    Refused(Status),
+    /// The broker answered the Join with FULL or REJECTED (exit code 3); its rendering
+    /// names the bound and the setting that moves it.
+    Refused(Refusal),
     /// Anything else: a stream error without reconnecting, a timeout, a revocation, the
     /// channel's end for a publisher (exit code 1).
     Failed(String),
@@ -69,7 +71,7 @@ pub enum ClientError {
 impl std::fmt::Display for ClientError {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Refused(status) => write!(formatter, "join refused: {}", status.as_str_name()),
+            Self::Refused(refusal) => write!(formatter, "join refused: {refusal}"),
             Self::Failed(message) => formatter.write_str(message),
         }
     }
@@ -181,19 +183,19 @@ fn open<O: Write, E: Write>(
     output: &mut Output<O, E>,
 ) -> Result<Option<Session>, ClientError> {
     loop {
-        match Session::join(&connection.target, spec, addr, connection.session) {
-            Ok(JoinOutcome::Joined(session)) => {
+        match Session::join_explained(&connection.target, spec, addr, connection.session) {
+            Ok(JoinAnswer::Joined(session)) => {
                 pacing.backoff.reset();
                 return Ok(Some(session));
             }
-            Ok(JoinOutcome::Refused(status)) => {
-                if status == Status::Rejected && spec.history {
+            Ok(JoinAnswer::Refused(refusal)) => {
+                if refusal.status == Status::Rejected && spec.history {
                     output.note(
                         "note: a broker that keeps no history rejects --history (D11); \
                          without it the Join names another cohort (R1)",
                     );
                 }
-                return Err(ClientError::Refused(status));
+                return Err(ClientError::Refused(refusal));
             }
             Err(error) if connection.reconnect => {
                 if !pacing.back_off(output, &error.to_string()) {
@@ -1086,10 +1088,10 @@ mod tests {
             };
             let error =
                 run_sub(&connection(target, true), &options, &mut terminal()).expect_err("refused");
-            assert!(matches!(error, ClientError::Refused(got) if got == status));
+            assert!(matches!(&error, ClientError::Refused(got) if *got == Refusal::new(status)));
             assert_eq!(
                 error.to_string(),
-                format!("join refused: {}", status.as_str_name())
+                format!("join refused: {}", Refusal::new(status))
             );
             peer.join().expect("peer");
         }

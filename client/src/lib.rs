@@ -4,7 +4,8 @@
 //! Owns: command-line hex and key arguments ([`hexarg`]), the cohort spec as flags
 //! ([`spec`]), one stream with its handshake ([`session`]) over TCP or the WebSocket
 //! carrier of the native `ws://…/bps/v1` endpoint ([`websocket`]), the publishing state
-//! machine with claim, index sequences and signing ([`publisher`]), end-to-end verification
+//! machine with claim, index sequences and signing ([`publisher`]), what a refused Join
+//! means: the bound and the setting that moves it ([`refusal`]), end-to-end verification
 //! of received frames ([`subscriber`]) with its bounded tables ([`cursor_table`],
 //! [`dedup_window`]), the R38 reconnect schedule ([`backoff`]), the chunk
 //! tool's reports ([`inspect`]) and the terminal client's loops ([`client`]).
@@ -20,6 +21,7 @@ pub mod dedup_window;
 pub mod hexarg;
 pub mod inspect;
 pub mod publisher;
+pub mod refusal;
 pub mod session;
 pub mod spec;
 pub mod subscriber;

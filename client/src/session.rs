@@ -5,7 +5,8 @@
 //! Owns: the blocking `std::net` socket with its connect, read and write timeouts, the read
 //! buffer that frames resume across partial reads in, the carrier the target names (bare
 //! frames on TCP, one frame per WebSocket message), the handshake ([`Session::join`],
-//! R2–R5) and the stream's challenge (R4), and the clean close ([`Session::finish`]).
+//! R2–R5; [`Session::join_explained`] keeps what the broker said about a refusal) and the
+//! stream's challenge (R4), and the clean close ([`Session::finish`]).
 //!
 //! Never: signs, verifies or interprets a `Broadcast` (the publisher and subscriber do),
 //! retries (callers apply [`crate::backoff`] between joins), or keeps a frame of a previous
@@ -22,7 +23,8 @@ use bps_proto::{
 };
 use bytes::{Bytes, BytesMut};
 
-use crate::websocket::{Framing, Next, WsError, WsUrl, upgrade};
+use crate::refusal::Refusal;
+use crate::websocket::{Framing, Next, WsError, WsUrl, close_reason, upgrade};
 
 /// Timeouts and limits of one stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +154,20 @@ pub enum JoinOutcome {
     Refused(Status),
 }
 
+/// The broker's answer to a `Join`, a refusal with what the broker said about it.
+#[derive(Debug)]
+pub enum JoinAnswer {
+    /// `Ack{OK, challenge}`: the stream is open.
+    Joined(Session),
+    /// `FULL` or `REJECTED` (R5), with the bound or the reason when the broker named it.
+    Refused(Refusal),
+}
+
+/// Bound on waiting for the close frame after a refused `Ack` over WebSocket. The broker
+/// writes it right behind the `Ack` and then closes, so the wait ends at once either way;
+/// the bound is for a server that does neither.
+pub const REFUSAL_REASON_WAIT: Duration = Duration::from_secs(5);
+
 /// An open stream after `Ack{OK}`.
 #[derive(Debug)]
 pub struct Session {
@@ -177,6 +193,20 @@ impl Session {
         addr: &Address,
         config: SessionConfig,
     ) -> Result<JoinOutcome, SessionError> {
+        Ok(match Self::join_explained(target, spec, addr, config)? {
+            JoinAnswer::Joined(session) => JoinOutcome::Joined(session),
+            JoinAnswer::Refused(refusal) => JoinOutcome::Refused(refusal.status),
+        })
+    }
+
+    /// As [`Session::join`]; a refusal over WebSocket also carries the broker's close
+    /// reason, read within [`REFUSAL_REASON_WAIT`] (it names the bound of a FULL).
+    pub fn join_explained(
+        target: &str,
+        spec: &Spec,
+        addr: &Address,
+        config: SessionConfig,
+    ) -> Result<JoinAnswer, SessionError> {
         let url = WsUrl::parse(target)?;
         let authority = url.as_ref().map_or(target, |url| url.authority.as_str());
         let mut stream = connect(authority, config.connect_timeout)?;
@@ -211,9 +241,18 @@ impl Session {
                         ack.challenge.len()
                     ))
                 })?;
-                Ok(JoinOutcome::Joined(session))
+                Ok(JoinAnswer::Joined(session))
             }
-            Ok(status @ (Status::Full | Status::Rejected)) => Ok(JoinOutcome::Refused(status)),
+            Ok(status @ (Status::Full | Status::Rejected)) => {
+                let wait = REFUSAL_REASON_WAIT.min(config.handshake_timeout);
+                let reason = session.websocket.as_deref_mut().and_then(|framing| {
+                    close_reason(&mut session.stream, &mut session.buf, framing, wait)
+                });
+                Ok(JoinAnswer::Refused(match reason {
+                    Some(reason) => Refusal::with_reason(status, reason),
+                    None => Refusal::new(status),
+                }))
+            }
             Ok(Status::Unspecified) => {
                 Err(SessionError::BadAck("status STATUS_UNSPECIFIED".to_owned()))
             }

@@ -7,7 +7,8 @@
 //! `Sec-WebSocket-Accept` checked, any other status reported with the broker's one-line
 //! reason), and [`Framing`]: each outbound frame as one masked binary message under a fresh
 //! random key (RFC 6455 section 5.3), inbound server frames through `bps_ws`'s client-side
-//! decoder, pings answered with pongs, a close frame turned into [`WsError::Closed`].
+//! decoder, pings answered with pongs, a close frame turned into [`WsError::Closed`], and
+//! after a refused `Ack` the close frame's reason ([`close_reason`]).
 //!
 //! Never: TLS (a reverse proxy terminates it, docs/WEBSOCKET.md; `wss://` is refused with
 //! that word), an extension or subprotocol, a fragmented outbound message, or a look inside
@@ -388,6 +389,30 @@ impl Framing {
                 code: close.as_ref().map(|close| close.code),
                 reason: close.map(|close| close.reason).unwrap_or_default(),
             }),
+        }
+    }
+}
+
+/// After a refused `Ack`: the reason of the close frame the broker sends right after it
+/// (docs/WEBSOCKET.md: 4001 FULL naming the bound, 4002 REJECTED naming why), looked for in
+/// `buf` and then read from `stream` until `wait` passes. `None` if no close frame came.
+pub fn close_reason(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    framing: &mut Framing,
+    wait: Duration,
+) -> Option<String> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match framing.next_frame(buf) {
+            Err(WsError::Closed { reason, .. }) => return Some(reason),
+            Ok(Next::Wanting) => match read_some(stream, buf, deadline) {
+                Ok(true) => {}
+                Ok(false) | Err(_) => return None,
+            },
+            // Nothing is owed to a session that is over: no pong, no frame taken.
+            Ok(Next::Frame(_) | Next::Reply(_) | Next::Skipped) => {}
+            Err(_) => return None,
         }
     }
 }

@@ -5,7 +5,8 @@
 //! report (`--json PATH`, `-` for stdout) and the summary, and the exit codes: 0 success,
 //! 1 a failed run, 2 bad input (one `error: ARGUMENT: ...` line; clap's usage errors also
 //! exit 2), 3 a Join refused with FULL or REJECTED, 4 an `--slo`/`--max-loss` objective
-//! missed.
+//! missed; and whether the progress line is drawn on stderr (`--progress`, `--quiet`; the
+//! line is `bps_bench::load::progress`'s).
 //!
 //! Never: load logic; that lives in `bps_bench::load`.
 
@@ -18,6 +19,7 @@ use bps_bench::load::ceiling::{measure_pipeline, measure_verify};
 use bps_bench::load::config::{LoadConfig, Mode, Shape};
 use bps_bench::load::conns::measure_conns;
 use bps_bench::load::plan::Plan;
+use bps_bench::load::progress::ProgressMode;
 use bps_bench::load::report::{Report, SloVerdict};
 use bps_bench::load::report_chart::{ChartKind, ReportSeries, chart_of};
 use bps_bench::load::run::{RunError, run};
@@ -78,9 +80,44 @@ struct OutputArgs {
     /// Largest acceptable loss fraction (0: none); more exits 4.
     #[arg(long, value_name = "FRACTION")]
     max_loss: Option<f64>,
-    /// No progress lines.
+    /// The progress line on stderr (elapsed time, rates, loss so far, redrawn each
+    /// second): `auto` draws it only when stderr is a terminal.
+    #[arg(long, value_enum, default_value = "auto", conflicts_with = "quiet")]
+    progress: ProgressArg,
+    /// No progress line (`--progress never`).
     #[arg(long)]
     quiet: bool,
+}
+
+/// `--progress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProgressArg {
+    /// Only when stderr is a terminal.
+    Auto,
+    /// Always, even into a file or a pipe.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl From<ProgressArg> for ProgressMode {
+    fn from(progress: ProgressArg) -> Self {
+        match progress {
+            ProgressArg::Auto => Self::Auto,
+            ProgressArg::Always => Self::Always,
+            ProgressArg::Never => Self::Never,
+        }
+    }
+}
+
+impl OutputArgs {
+    fn progress(&self) -> ProgressMode {
+        if self.quiet {
+            ProgressMode::Never
+        } else {
+            self.progress.into()
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -239,6 +276,10 @@ struct ConnsArgs {
     /// Write the JSON report here (`-`: stdout).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+    /// The progress line on stderr (streams open, joins/s, refusals, redrawn each
+    /// second): `auto` draws it only when stderr is a terminal.
+    #[arg(long, value_enum, default_value = "auto")]
+    progress: ProgressArg,
 }
 
 #[derive(Debug, Args)]
@@ -523,6 +564,7 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
         sign_ahead: args.sign_ahead,
         window: args.window,
         quiet: args.output.quiet,
+        progress: args.output.progress(),
     };
     match run(&config) {
         Ok(mut report) => finish(&mut report, &slo, args.output.json.as_ref()),
@@ -578,7 +620,13 @@ fn conns(args: ConnsArgs) -> Result<u8, UsageError> {
         "threads": args.threads,
         "broker_pid": args.broker_pid,
     });
-    let figures = measure_conns(&args.target, &plan, args.threads, args.broker_pid);
+    let figures = measure_conns(
+        &args.target,
+        &plan,
+        args.threads,
+        args.broker_pid,
+        args.progress.into(),
+    );
     let mut report = Report::new(Mode::Conns.name(), config);
     report.target = Some(args.target);
     report.cohorts = u64::from(args.cohorts);

@@ -26,6 +26,16 @@ const Y_STEPS_MAX: f64 = 6.0;
 const GROUP_FILL: f64 = 0.75;
 /// Series colours, in order (colour-blind safe: blue, orange, green, purple).
 const PALETTE: [&str; 4] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"];
+/// The y axis reaches at least this multiple of the tallest bar, so the value printed on
+/// top of it stays clear of the legend above the plot.
+const Y_HEADROOM: f64 = 1.06;
+/// Title and subtitle font sizes (SVG user units) and the smallest a long one shrinks to.
+const TITLE_FONT: f64 = 17.0;
+const SUBTITLE_FONT: f64 = 13.0;
+const FONT_MIN: f64 = 9.0;
+/// A sans-serif glyph's average advance as a share of the font size (an estimate: the
+/// renderer's font is not known here), to shrink a line that would not fit the picture.
+const GLYPH_ADVANCE_EM: f64 = 0.6;
 
 /// Where the groups sit along the x axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,15 +99,17 @@ impl BarChart {
         );
         let _ = writeln!(
             svg,
-            r#"<text class="title" x="{}" y="26" text-anchor="middle" font-size="17" font-weight="bold">{}</text>"#,
+            r#"<text class="title" x="{}" y="26" text-anchor="middle" font-size="{}" font-weight="bold">{}</text>"#,
             WIDTH / 2.0,
+            fitted_font(&self.title, TITLE_FONT),
             escape(&self.title)
         );
         if !self.subtitle.is_empty() {
             let _ = writeln!(
                 svg,
-                r##"<text class="subtitle" x="{}" y="46" text-anchor="middle" fill="#555555">{}</text>"##,
+                r##"<text class="subtitle" x="{}" y="46" text-anchor="middle" font-size="{}" fill="#555555">{}</text>"##,
                 WIDTH / 2.0,
+                fitted_font(&self.subtitle, SUBTITLE_FONT),
                 escape(&self.subtitle)
             );
         }
@@ -261,7 +273,7 @@ impl Plot {
             .iter()
             .flat_map(|series| series.values.iter().flatten())
             .fold(0.0_f64, |largest, value| largest.max(*value));
-        let (top, ticks) = nice_scale(largest);
+        let (top, ticks) = nice_scale(largest * Y_HEADROOM);
         Self {
             centers: positions
                 .into_iter()
@@ -280,7 +292,8 @@ impl Plot {
     }
 }
 
-/// Group centres in [0, 1] on a log10 axis, with half a slot of room at each end.
+/// Group centres in [0, 1] on a log10 axis, with half the nearest gap of room at each end,
+/// so the outer groups' bars (a slot as wide as that gap) stay inside the plot.
 fn log_positions(groups: &[Group]) -> Vec<f64> {
     let logs: Vec<f64> = groups
         .iter()
@@ -292,7 +305,14 @@ fn log_positions(groups: &[Group]) -> Vec<f64> {
     if !(span.is_finite() && span > 0.0) {
         return logs.iter().map(|_| 0.5).collect();
     }
-    let pad = 0.5 * span / logs.len().max(1) as f64;
+    let mut sorted = logs.clone();
+    sorted.sort_by(f64::total_cmp);
+    let nearest = sorted
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .filter(|gap| *gap > 0.0)
+        .fold(span, f64::min);
+    let pad = 0.5 * nearest;
     logs.iter()
         .map(|log| (log - low + pad) / (span + 2.0 * pad))
         .collect()
@@ -314,6 +334,21 @@ fn nice_scale(largest: f64) -> (f64, Vec<f64>) {
     let steps = (largest / step).ceil().max(1.0) as usize;
     let ticks = (0..=steps).map(|at| at as f64 * step).collect();
     (steps as f64 * step, ticks)
+}
+
+/// The font size at which `text` fits the picture's width (with the plot's margins), at
+/// most `size`, at least [`FONT_MIN`].
+fn fitted_font(text: &str, size: f64) -> f64 {
+    // Centred lines: the right margin's room kept on both sides.
+    let available = WIDTH - 2.0 * MARGIN_RIGHT;
+    let width = text.chars().count() as f64 * GLYPH_ADVANCE_EM * size;
+    if width <= available {
+        size
+    } else {
+        (available / (text.chars().count() as f64 * GLYPH_ADVANCE_EM))
+            .floor()
+            .max(FONT_MIN)
+    }
 }
 
 /// `value` with a k or M suffix and at most three significant digits (1.35M, 703k, 0.85).
@@ -415,6 +450,38 @@ mod tests {
         let uneven = log_positions(&[groups[0].clone(), groups[1].clone(), groups[3].clone()]);
         let (first, second) = (uneven[1] - uneven[0], uneven[2] - uneven[1]);
         assert!((second - 2.0 * first).abs() < 1e-12);
+    }
+
+    #[test]
+    fn three_decades_keep_the_outer_bars_inside_the_plot() {
+        let groups: Vec<Group> = [10.0, 100.0, 1000.0]
+            .into_iter()
+            .map(|at| Group {
+                label: format!("{at}"),
+                at,
+            })
+            .collect();
+        let positions = log_positions(&groups);
+        let gap = positions[1] - positions[0];
+        // Bars fill GROUP_FILL of a slot as wide as the gap around each centre.
+        assert!(
+            positions[0] - gap * GROUP_FILL / 2.0 >= 0.0,
+            "{positions:?}"
+        );
+        assert!(
+            positions[2] + gap * GROUP_FILL / 2.0 <= 1.0,
+            "{positions:?}"
+        );
+    }
+
+    #[test]
+    fn a_long_subtitle_gets_a_smaller_font_and_a_short_one_keeps_its_own() {
+        assert_eq!(fitted_font("commit abc1234, AMD EPYC", SUBTITLE_FONT), 13.0);
+        let long = "x".repeat(130);
+        let size = fitted_font(&long, SUBTITLE_FONT);
+        assert!((FONT_MIN..SUBTITLE_FONT).contains(&size), "{size}");
+        assert!(130.0 * GLYPH_ADVANCE_EM * size <= WIDTH - 2.0 * MARGIN_RIGHT);
+        assert_eq!(fitted_font(&"x".repeat(1000), SUBTITLE_FONT), FONT_MIN);
     }
 
     #[test]

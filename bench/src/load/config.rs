@@ -12,6 +12,7 @@ use std::time::Duration;
 use bps_proto::Binding;
 use serde::Serialize;
 
+use crate::load::progress::ProgressMode;
 use crate::load::websocket::Transport;
 
 /// What the generator does.
@@ -203,8 +204,12 @@ pub struct LoadConfig {
     /// Closed loop: messages a cohort's publishers may be ahead of its average subscriber,
     /// shared among them (0: unbounded, only TCP pushes back).
     pub window: u64,
-    /// No progress lines.
+    /// `--quiet` was given (kept in the report's config as it always was; `progress`
+    /// is what it decided).
     pub quiet: bool,
+    /// When the progress line is drawn on stderr; not part of the report.
+    #[serde(skip)]
+    pub progress: ProgressMode,
 }
 
 fn seconds<S: serde::Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
@@ -321,6 +326,7 @@ mod tests {
             sign_ahead: 0,
             window: 0,
             quiet: true,
+            progress: ProgressMode::Never,
         }
     }
 

@@ -3,13 +3,14 @@
 //!
 //! Owns: [`measure_conns`]: read the broker's resident set (`VmRSS` in
 //! `/proc/<pid>/status`) before, join `streams` spectator streams (several joining
-//! threads), hold them while the broker settles, read it again, and divide; and
-//! [`ConnsFigures`], merged into the report.
+//! threads, their joins so far on the progress line), hold them while the broker settles,
+//! read it again, and divide; and [`ConnsFigures`], merged into the report.
 //!
 //! Never: sends anything after the Joins (the streams are idle by design) or needs the
 //! broker's admin endpoint (a pid is enough on the same host).
 
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,7 @@ use serde::Serialize;
 
 use crate::load::plan::Plan;
 use crate::load::poller::raise_open_files_limit;
+use crate::load::progress::{JoinSample, ProgressMode, watch};
 use bps_client::session::{JoinOutcome, Session, SessionConfig};
 
 /// How long the streams are held before the second reading.
@@ -56,12 +58,22 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|kib| kib.parse().ok())
 }
 
-/// Opens `plan`'s subscribers against `target` on `threads` joining threads (module docs).
+/// Joins so far, for the progress line (each joining thread adds its own; `Relaxed`).
+#[derive(Debug, Default)]
+struct JoinCounts {
+    open: AtomicU64,
+    refused: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Opens `plan`'s subscribers against `target` on `threads` joining threads (module docs),
+/// with the progress line as `progress` says.
 pub fn measure_conns(
     target: &str,
     plan: &Plan,
     threads: usize,
     broker_pid: Option<u32>,
+    progress: ProgressMode,
 ) -> ConnsFigures {
     let open_files_limit = raise_open_files_limit();
     let rss_before_kib = broker_pid.and_then(rss_kib);
@@ -72,6 +84,7 @@ pub fn measure_conns(
         .flat_map(|(cohort, plan)| (0..plan.subscribers.len()).map(move |member| (cohort, member)))
         .collect();
     let threads = threads.max(1);
+    let counts = JoinCounts::default();
     let started = Instant::now();
     let results: Vec<(Vec<TcpStream>, u64, u64)> = thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -82,6 +95,7 @@ pub fn measure_conns(
                     .skip(worker)
                     .step_by(threads)
                     .collect();
+                let counts = &counts;
                 scope.spawn(move || {
                     let mut open = Vec::with_capacity(mine.len());
                     let (mut refused, mut failed) = (0u64, 0u64);
@@ -89,17 +103,43 @@ pub fn measure_conns(
                         let cohort = &plan.cohorts[cohort];
                         let addr = cohort.subscribers[member];
                         match Session::join(target, &cohort.spec, &addr, SessionConfig::default()) {
-                            Ok(JoinOutcome::Joined(session)) => open.push(session.into_parts().0),
-                            Ok(JoinOutcome::Refused(Status::Full | Status::Rejected)) => {
-                                refused += 1
+                            Ok(JoinOutcome::Joined(session)) => {
+                                open.push(session.into_parts().0);
+                                counts.open.fetch_add(1, Ordering::Relaxed);
                             }
-                            Ok(JoinOutcome::Refused(_)) | Err(_) => failed += 1,
+                            Ok(JoinOutcome::Refused(Status::Full | Status::Rejected)) => {
+                                refused += 1;
+                                counts.refused.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok(JoinOutcome::Refused(_)) | Err(_) => {
+                                failed += 1;
+                                counts.failed.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }
                     (open, refused, failed)
                 })
             })
             .collect();
+        let requested = members.len() as u64;
+        let mut last_open = 0;
+        watch(
+            progress,
+            &|| !handles.iter().all(thread::ScopedJoinHandle::is_finished),
+            &mut |seconds| {
+                let open = counts.open.load(Ordering::Relaxed);
+                let sample = JoinSample {
+                    elapsed_s: started.elapsed().as_secs_f64(),
+                    open,
+                    requested,
+                    joins_per_s: open.saturating_sub(last_open) as f64 / seconds,
+                    refused: counts.refused.load(Ordering::Relaxed),
+                    failed: counts.failed.load(Ordering::Relaxed),
+                };
+                last_open = open;
+                sample.line()
+            },
+        );
         handles
             .into_iter()
             .map(|handle| {

@@ -5,7 +5,8 @@
 //! Owns: [`connect`] (bind the source address, connect within [`CONNECT_TIMEOUT`],
 //! `TCP_NODELAY`) and [`join`] (over WebSocket first the upgrade, [`crate::load::websocket`];
 //! then write the `Join`, read the `Ack` within [`HANDSHAKE_TIMEOUT`], R2–R5; bytes that came
-//! after the `Ack` are handed back as they came off the wire). The client
+//! after the `Ack` are handed back as they came off the wire; a refusal over WebSocket
+//! keeps the broker's close reason, which names the bound). The client
 //! library's `Session` does the same handshake but connects by itself, from the address the
 //! kernel picks (always 127.0.0.1 on loopback), which is why the generator dials here.
 //!
@@ -15,7 +16,9 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use bps_client::websocket::{Framing, Next};
+use bps_client::refusal::Refusal;
+use bps_client::session::REFUSAL_REASON_WAIT;
+use bps_client::websocket::{Framing, Next, close_reason};
 use bps_proto::{
     Address, CHALLENGE_BYTES, FRAME_BYTES_MAX_DEFAULT, Hash, Spec, Status, decode_ack,
     encode_frame, next_frame,
@@ -48,8 +51,8 @@ pub struct Joined {
 /// Why a Join did not give a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JoinError {
-    /// `Ack{FULL}` or `Ack{REJECTED}` (R5).
-    Refused(Status),
+    /// `Ack{FULL}` or `Ack{REJECTED}` (R5), with the bound or reason the broker named.
+    Refused(Refusal),
     /// Anything else: the connection, the timeout or a malformed `Ack`.
     Failed(String),
 }
@@ -176,7 +179,15 @@ pub fn join(
                 leftover: buf,
             })
         }
-        Ok(status @ (Status::Full | Status::Rejected)) => Err(JoinError::Refused(status)),
+        Ok(status @ (Status::Full | Status::Rejected)) => {
+            let reason = framing.as_mut().and_then(|framing| {
+                close_reason(&mut stream, &mut buf, framing, REFUSAL_REASON_WAIT)
+            });
+            Err(JoinError::Refused(match reason {
+                Some(reason) => Refusal::with_reason(status, reason),
+                None => Refusal::new(status),
+            }))
+        }
         Ok(Status::Unspecified) | Err(_) => {
             Err(JoinError::Failed(format!("bad Ack: status {}", ack.status)))
         }
@@ -344,7 +355,7 @@ mod tests {
             let (target, peer) = serve_once(ack.to_vec());
             assert_eq!(
                 join(&target, None, &spec(), &[3; 20], Transport::Tcp).err(),
-                Some(JoinError::Refused(status))
+                Some(JoinError::Refused(Refusal::new(status)))
             );
             peer.join().expect("peer");
         }

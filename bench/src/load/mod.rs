@@ -16,6 +16,7 @@
 //! - [`receiver`]: the epoll receive loop that checks and times deliveries, or counts them;
 //! - [`byte_counter`]: deliveries counted from bytes discarded in the kernel (`MSG_TRUNC`);
 //! - [`poller`]: the epoll and `ppoll` wrappers;
+//! - [`progress`]: the progress line on a terminal (elapsed, rates, loss so far);
 //! - [`thread_cpu`]: each generator thread's CPU use;
 //! - [`shared`]: what the run's threads share (window, counters, published frames);
 //! - [`latency`]: HdrHistogram recording and percentiles;
@@ -44,6 +45,7 @@ pub mod nats;
 pub mod plan;
 pub mod poller;
 pub mod presign;
+pub mod progress;
 pub mod receiver;
 pub mod report;
 pub mod report_chart;

@@ -171,3 +171,153 @@ fn value_of(kind: ChartKind, reports: &[Value], group: &Group) -> Option<f64> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A peak or latency report with only the fields the charts read.
+    fn report(subscribers: u64, deliveries_per_s: f64) -> Value {
+        json!({
+            "deliveries_per_s": deliveries_per_s,
+            "latency_us": {"p50": 900, "p90": 1500, "p99": 4000, "p999": 9000, "count": 5000},
+            "config": {"subscribers": subscribers},
+        })
+    }
+
+    /// What `bench/compare` charts: bps-broker over TCP at every N, over WebSocket only
+    /// where it ran the WebSocket twin, nats-server at every N.
+    fn three_systems() -> Vec<ReportSeries> {
+        vec![
+            ReportSeries {
+                name: "bps-broker TCP".to_owned(),
+                reports: vec![
+                    report(10, 400_000.0),
+                    report(100, 700_000.0),
+                    report(1000, 950_000.0),
+                ],
+            },
+            ReportSeries {
+                name: "bps-broker WebSocket".to_owned(),
+                reports: vec![report(100, 650_000.0), report(1000, 900_000.0)],
+            },
+            ReportSeries {
+                name: "nats-server".to_owned(),
+                reports: vec![
+                    report(10, 550_000.0),
+                    report(100, 350_000.0),
+                    report(1000, 300_000.0),
+                ],
+            },
+        ]
+    }
+
+    /// Texts of `class` in document order.
+    fn texts(document: &roxmltree::Document<'_>, class: &str) -> Vec<String> {
+        document
+            .descendants()
+            .filter(|node| node.attribute("class") == Some(class))
+            .filter_map(|node| node.text().map(str::to_owned))
+            .collect()
+    }
+
+    /// Bars as (series, group, value, fill).
+    fn bars(document: &roxmltree::Document<'_>) -> Vec<(String, String, f64, String)> {
+        document
+            .descendants()
+            .filter(|node| node.attribute("class") == Some("bar"))
+            .map(|node| {
+                let attribute = |name: &str| node.attribute(name).unwrap_or_default().to_owned();
+                (
+                    attribute("data-series"),
+                    attribute("data-group"),
+                    attribute("data-value").parse().unwrap_or(f64::NAN),
+                    attribute("fill"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_fanout_chart_has_one_series_per_system_and_labelled_axes() {
+        let mut chart = chart_of(ChartKind::Fanout, &three_systems(), "Peak fan-out");
+        chart.subtitle = "commit abc1234, AMD EPYC, 2 cores".to_owned();
+        let svg = chart.to_svg();
+        let document = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+        assert_eq!(document.root_element().tag_name().name(), "svg");
+        assert_eq!(texts(&document, "title"), ["Peak fan-out"]);
+        assert_eq!(
+            texts(&document, "subtitle"),
+            ["commit abc1234, AMD EPYC, 2 cores"]
+        );
+        assert_eq!(
+            texts(&document, "x-label"),
+            ["subscribers per cohort, N (log scale)"]
+        );
+        assert_eq!(texts(&document, "y-label"), ["deliveries per second"]);
+        assert_eq!(texts(&document, "x-tick"), ["10", "100", "1000"]);
+        let systems = ["bps-broker TCP", "bps-broker WebSocket", "nats-server"];
+        assert_eq!(texts(&document, "legend"), systems);
+
+        let bars = bars(&document);
+        let mut fills = Vec::new();
+        for (system, expected) in systems.iter().zip([3, 2, 3]) {
+            let own: Vec<_> = bars.iter().filter(|bar| bar.0 == *system).collect();
+            assert_eq!(own.len(), expected, "{system}: {bars:?}");
+            // One colour per system, the same in every group.
+            assert!(own.iter().all(|bar| bar.3 == own[0].3), "{system}: {own:?}");
+            fills.push(own[0].3.clone());
+        }
+        fills.dedup();
+        assert_eq!(fills.len(), 3, "each system has its own colour: {fills:?}");
+        assert!(bars.contains(&(
+            "bps-broker WebSocket".to_owned(),
+            "1000".to_owned(),
+            900_000.0,
+            fills[1].clone()
+        )));
+        // The WebSocket run that did not happen is marked, not drawn as zero.
+        let missing: Vec<_> = document
+            .descendants()
+            .filter(|node| node.attribute("class") == Some("missing"))
+            .map(|node| {
+                (
+                    node.attribute("data-series").unwrap_or_default(),
+                    node.attribute("data-group").unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(missing, [("bps-broker WebSocket", "10")]);
+    }
+
+    #[test]
+    fn the_latency_chart_has_one_series_per_system_and_labelled_axes() {
+        let series = [
+            ReportSeries {
+                name: "bps-broker".to_owned(),
+                reports: vec![report(100, 300_000.0)],
+            },
+            ReportSeries {
+                name: "nats-server".to_owned(),
+                reports: vec![json!({
+                    "latency_us": {"p50": 2000, "p90": 5000, "p99": 11000, "p999": 15000, "count": 10}
+                })],
+            },
+        ];
+        let svg = chart_of(ChartKind::Latency, &series, "").to_svg();
+        let document = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+        assert_eq!(texts(&document, "title"), ["Publish-to-deliver latency"]);
+        assert_eq!(texts(&document, "x-label"), ["percentile"]);
+        assert_eq!(texts(&document, "y-label"), ["latency (µs)"]);
+        assert_eq!(texts(&document, "legend"), ["bps-broker", "nats-server"]);
+        let bars = bars(&document);
+        assert_eq!(bars.len(), 8, "two systems x four percentiles");
+        let p99: Vec<_> = bars
+            .iter()
+            .filter(|bar| bar.1 == "p99")
+            .map(|bar| (bar.0.as_str(), bar.2))
+            .collect();
+        assert_eq!(p99, [("bps-broker", 4000.0), ("nats-server", 11_000.0)]);
+    }
+}

@@ -14,8 +14,8 @@
 //! 4. each subscriber gets its reader ([`LoadConfig::check_of`]: verify, compare, or count
 //!    bytes against the run's one frame length) and, under publishers ALL, each publisher
 //!    stream a counting reader too; receiving threads (one per CPU, epoll) and sending
-//!    threads (a few publishers each) start, pinned to `--cpus` when given; a progress
-//!    line is printed every second;
+//!    threads (a few publishers each) start, pinned to `--cpus` when given; the
+//!    [`progress`](crate::load::progress) line is redrawn every second on a terminal;
 //! 5. after the last scheduled message, deliveries are awaited until every measured
 //!    message reached every reading subscriber and every written frame every counting
 //!    stream, or `--drain` passed; then the report is built.
@@ -43,6 +43,7 @@ use crate::load::dial::{self, JoinError};
 use crate::load::nats;
 use crate::load::plan::{CohortPlan, Member, Plan};
 use crate::load::presign::{SignJob, presign, signing_cost};
+use crate::load::progress::{RunProgress, RunTimeline};
 use crate::load::receiver::{self, Check, CountedStream, Endpoint, Totals, Wire};
 use crate::load::report::{
     CountedFigures, Generator, PeerLoadFigures, Report, Verification, round,
@@ -227,6 +228,8 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     let frame_bytes = cohort_frame_bytes(&plan, &frames_by_publisher);
     let checked_per_cohort = reading_subscribers(&plan, &subscribers);
     let counted_per_cohort = counted_subscribers(&plan, &subscribers);
+    let deliveries_per_message =
+        deliveries_per_message(wire, &plan, &checked_per_cohort, &counted_per_cohort);
     let buckets = build_buckets(
         config,
         &plan,
@@ -377,7 +380,18 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
     let sending_threads = senders.len();
 
     // 5. Progress, then drain.
-    let mut progress = Progress::new(config.quiet, t0, measure_from, measure_to);
+    let mut progress = RunProgress::new(
+        config.progress,
+        RunTimeline {
+            t0_ns: t0,
+            measure_from_ns: measure_from,
+            measure_to_ns: measure_to,
+            drain: config.drain,
+            publishes: config.mode.publishes(),
+            receives: config.mode.subscribes() || deliveries_per_message > 0.0,
+            deliveries_per_message,
+        },
+    );
     while now_ns() < measure_to && !(senders.is_empty() && receivers.is_empty()) {
         if !senders.is_empty() && senders.iter().all(thread::JoinHandle::is_finished) {
             break;
@@ -418,6 +432,7 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
         }
         progress.tick(&shared);
     }
+    progress.finish();
     shared.stop.store(true, Ordering::Relaxed);
     let mut totals = Totals::default();
     for handle in receivers {
@@ -730,6 +745,31 @@ fn reading_subscribers(plan: &Plan, subscribers: &[JoinedSubscriber]) -> Vec<u64
         }
     }
     counts
+}
+
+/// Deliveries this process receives per published message, on average over the
+/// publishers: each cohort's reading and counting subscribers, plus, where publisher
+/// streams are counted, the cohort's other publishers (never its own, R25).
+fn deliveries_per_message(wire: Wire, plan: &Plan, reading: &[u64], counting: &[u64]) -> f64 {
+    let (mut deliveries, mut publishers) = (0u64, 0u64);
+    for cohort in &plan.cohorts {
+        let at = cohort.index as usize;
+        let own = cohort.publishers.len() as u64;
+        let others = if counts_publisher_stream(wire, plan, cohort.index) {
+            own - 1
+        } else {
+            0
+        };
+        let receivers =
+            reading.get(at).copied().unwrap_or(0) + counting.get(at).copied().unwrap_or(0) + others;
+        deliveries += own * receivers;
+        publishers += own;
+    }
+    if publishers == 0 {
+        0.0
+    } else {
+        deliveries as f64 / publishers as f64
+    }
 }
 
 /// Subscribers per cohort that only count bytes.
@@ -1076,15 +1116,11 @@ fn join(
 ) -> Result<dial::Joined, RunError> {
     let joined = dial::join(&config.target, source, &cohort.spec, addr, config.transport);
     joined.map_err(|error| match error {
-        JoinError::Refused(status) => RunError::Refused(format!(
-            "join of cohort {} refused: {}{}",
+        JoinError::Refused(refusal) => RunError::Refused(format!(
+            "join of cohort {} refused: {refusal}{}",
             cohort.index,
-            Status::as_str_name(&status),
-            if status == Status::Full {
-                " (a broker bounds streams per peer address and cohort, R33, cohorts per peer, \
-                 R32, and cohorts, R31: load from few addresses needs more --sources or those \
-                 bounds raised, e.g. bps-broker --set limits.streams_per_peer_per_cohort_max=20000 \
-                 --set limits.cohorts_per_peer_max=2000 --set limits.cohorts_max=2000)"
+            if refusal.status == Status::Full {
+                " (the per-peer bounds count source addresses: more --sources spreads the load)"
             } else {
                 ""
             }
@@ -1172,69 +1208,6 @@ fn join_publisher(
         challenge: joined.challenge,
         leftover: joined.leftover,
     })
-}
-
-/// The once-a-second progress line on stderr.
-struct Progress {
-    quiet: bool,
-    t0: u64,
-    measure_from: u64,
-    measure_to: u64,
-    last_at: Instant,
-    last_published: u64,
-    last_delivered: u64,
-}
-
-impl Progress {
-    fn new(quiet: bool, t0: u64, measure_from: u64, measure_to: u64) -> Self {
-        Self {
-            quiet,
-            t0,
-            measure_from,
-            measure_to,
-            last_at: Instant::now(),
-            last_published: 0,
-            last_delivered: 0,
-        }
-    }
-
-    /// Sleeps up to 100 ms; prints a line when a second has passed since the last one.
-    fn tick(&mut self, shared: &Shared) {
-        thread::sleep(Duration::from_millis(100));
-        let elapsed = self.last_at.elapsed();
-        if elapsed < Duration::from_secs(1) {
-            return;
-        }
-        let published = shared.published.load(Ordering::Relaxed);
-        let delivered = shared.delivered.load(Ordering::Relaxed)
-            + shared.counted_frames.load(Ordering::Relaxed);
-        let seconds = elapsed.as_secs_f64();
-        let now = now_ns();
-        let phase = if now < self.t0 {
-            "start"
-        } else if now < self.measure_from {
-            "warmup"
-        } else if now < self.measure_to {
-            "measure"
-        } else {
-            "drain"
-        };
-        if !self.quiet {
-            let delivered_rate = (delivered - self.last_delivered) as f64 / seconds;
-            let line = format!(
-                "[{:>6.1}s {phase:<7}] pub {:>9.0}/s  deliv {:>10.0}/s  invalid {}  resets {}\n",
-                now.saturating_sub(self.t0) as f64 / 1e9,
-                (published - self.last_published) as f64 / seconds,
-                delivered_rate,
-                shared.invalid.load(Ordering::Relaxed),
-                shared.resets.load(Ordering::Relaxed),
-            );
-            let _ = io::stderr().write_all(line.as_bytes());
-        }
-        self.last_at = Instant::now();
-        self.last_published = published;
-        self.last_delivered = delivered;
-    }
 }
 
 #[cfg(test)]

@@ -5,25 +5,30 @@
 //! head (bounded in bytes and headers, within the Join deadline), the peer a trusted reverse
 //! proxy names (`Forwarded`, `X-Forwarded-For`; the walk is `bps_ws::forwarded`), the
 //! `Origin` check, the routing of the request (the native endpoint, the bridge, the W5
-//! service POST and its preflight) and the answers that refuse before the upgrade.
+//! service POST and its preflight, the static files), the answers that refuse before the
+//! upgrade, and the writing of a static file's answer (its shared head and body in one
+//! vectored write, `STATIC_IN_FLIGHT_PER_CORE_MAX` of them per core, 503 beyond).
 //! Never does: frame WebSocket messages (`session`) or judge a chunk (the machine).
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bps_ws::{
     BridgeParams, FORWARDED, Lookup, RequestHead, Response, X_FORWARDED_FOR, check_upgrade,
     forwarded_peer, origin_allowed, parse_request_head, parse_topic, switching_protocols,
 };
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 
 use super::bridge_session::BridgeSession;
 use super::service;
 use super::session::{self, Endpoint};
+use super::statics::{STATIC_IN_FLIGHT_PER_CORE_MAX, STATIC_RETRY_AFTER_S, StaticAnswer};
+use crate::io::iovec::IoBatch;
 use crate::io::link::{CoreLink, Refusal};
+use crate::io::outgoing::Outgoing;
 use crate::io::port::{Framing, Port, Transport};
 use crate::io::tcp;
 
@@ -103,6 +108,7 @@ pub async fn answer(link: &CoreLink, stream: &mut TcpStream, response: Response)
 /// Reads the request head and routes the request; the port ends here unless it became a
 /// session.
 async fn serve(link: Rc<CoreLink>, port: Rc<Port>, mut stream: TcpStream, proxied: bool) {
+    let started = Instant::now();
     let deadline = Duration::from_millis(link.settings().join_deadline_ms);
     let head = monoio::time::timeout(deadline, read_head(&mut stream)).await;
     let (head, leftover) = match head {
@@ -128,6 +134,11 @@ async fn serve(link: Rc<CoreLink>, port: Rc<Port>, mut stream: TcpStream, proxie
             answer(&link, &mut stream, response).await;
             end(&link, &port);
         }
+        Route::Static { status, head, body } => {
+            let left = deadline.saturating_sub(started.elapsed());
+            answer_static(&link, &mut stream, (status, head, body), left).await;
+            end(&link, &port);
+        }
         Route::Service(topic) => {
             let response = service::handle(&link, &head, &topic, leftover, &mut stream).await;
             answer(&link, &mut stream, response).await;
@@ -148,8 +159,17 @@ fn end(link: &CoreLink, port: &Port) {
 /// What a request asks for.
 pub(super) enum Route {
     Answer(Response),
+    /// A static file's answer: status, head and body, shared with every other request.
+    Static {
+        status: u16,
+        head: Bytes,
+        body: Bytes,
+    },
     Service(String),
-    Upgrade { accept: String, endpoint: Endpoint },
+    Upgrade {
+        accept: String,
+        endpoint: Endpoint,
+    },
 }
 
 fn route(link: &CoreLink, head: &RequestHead) -> Route {
@@ -171,7 +191,7 @@ fn route(link: &CoreLink, head: &RequestHead) -> Route {
         };
     }
     let Some(rest) = path.strip_prefix(BRIDGE_PREFIX) else {
-        return Route::Answer(static_file(settings, head));
+        return static_file(settings, head);
     };
     if rest.is_empty() {
         return Route::Answer(Response::error(
@@ -189,29 +209,77 @@ fn route(link: &CoreLink, head: &RequestHead) -> Route {
 }
 
 /// A file of `ws.static_dir`, or 404.
-fn static_file(settings: &super::WsSettings, head: &RequestHead) -> Response {
-    let Some((content_type, bytes)) = settings.statics.get(&head.path) else {
-        return Response::error(404, "no such endpoint");
-    };
-    if head.method != "GET" && head.method != "HEAD" {
-        let mut response = Response::error(405, "use GET");
-        response
-            .headers
-            .push(("Allow".to_owned(), "GET, HEAD".to_owned()));
-        return response;
+fn static_file(settings: &super::WsSettings, head: &RequestHead) -> Route {
+    match settings
+        .statics
+        .answer(&head.method, &head.path, head.header("if-none-match"))
+    {
+        StaticAnswer::Missing => Route::Answer(Response::error(404, "no such endpoint")),
+        StaticAnswer::MethodNotAllowed => {
+            Route::Answer(Response::error(405, "use GET").with_header("Allow", "GET, HEAD"))
+        }
+        StaticAnswer::Reply { status, head, body } => Route::Static { status, head, body },
     }
-    Response {
-        status: 200,
-        headers: vec![
-            ("Content-Type".to_owned(), (*content_type).to_owned()),
-            ("Cache-Control".to_owned(), "no-cache".to_owned()),
-        ],
-        body: if head.method == "HEAD" {
-            Vec::new()
-        } else {
-            bytes.to_vec()
-        },
+}
+
+/// Writes a static file's answer within `left` (what remains of the Join deadline: a
+/// connection without a Join lives that long, whatever it asked for), and closes. At
+/// `STATIC_IN_FLIGHT_PER_CORE_MAX` answers in flight on this core it answers 503 with
+/// `Retry-After` instead, counted. An answer is in flight until its connection is done with,
+/// linger included, since until then the kernel may still hold the file's bytes.
+async fn answer_static(
+    link: &CoreLink,
+    stream: &mut TcpStream,
+    (status, head, body): (u16, Bytes, Bytes),
+    left: Duration,
+) {
+    let metrics = link.metrics();
+    if metrics.ws.static_in_flight.get() >= STATIC_IN_FLIGHT_PER_CORE_MAX {
+        metrics.ws.static_busy.inc();
+        let response = Response::error(503, "too many static files are being served; retry")
+            .with_header("Retry-After", &STATIC_RETRY_AFTER_S.to_string());
+        return answer(link, stream, response).await;
     }
+    let _in_flight = InFlight::start(&metrics.ws.static_in_flight);
+    metrics.ws_http_answer(status);
+    let mut batch = IoBatch::with_capacity(2);
+    batch.push_control(Outgoing::bare(head));
+    batch.push_control(Outgoing::bare(body));
+    let written = monoio::time::timeout(left, write_batch(stream, batch)).await;
+    if matches!(written, Ok(true)) {
+        let _ = stream.shutdown().await;
+        session::linger(stream).await;
+    }
+}
+
+/// One static answer counted in flight on its core until dropped.
+struct InFlight<'gauge>(&'gauge crate::metrics::Gauge);
+
+impl<'gauge> InFlight<'gauge> {
+    fn start(gauge: &'gauge crate::metrics::Gauge) -> InFlight<'gauge> {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Hands the whole batch to the kernel, vectored, resuming after partial writes; false
+/// when the peer is gone.
+async fn write_batch(stream: &mut TcpStream, mut batch: IoBatch) -> bool {
+    while !batch.is_done() {
+        let (result, back) = stream.writev(batch).await;
+        batch = back;
+        match result {
+            Ok(0) | Err(_) => return false,
+            Ok(written) => batch.advance(written),
+        }
+    }
+    true
 }
 
 fn bridge_route(link: &CoreLink, head: &RequestHead, topic: &str) -> Route {

@@ -208,6 +208,18 @@ fn control_message(opcode: Opcode, payload: Bytes) -> Outgoing {
     }
 }
 
+/// The largest native message: one whole frame, a `frame_bytes_max` body and its varint
+/// length, so that every frame TCP takes fits one WebSocket message too (review C13).
+pub fn native_message_bytes_max(frame_bytes_max: usize) -> usize {
+    frame_bytes_max + prost::encoding::encoded_len_varint(frame_bytes_max as u64)
+}
+
+/// A copy of a control payload (at most 125 bytes, RFC 6455 5.5): a queued pong must not pin
+/// the whole read buffer its ping was sliced from while the peer does not read.
+fn owned(payload: &Bytes) -> Bytes {
+    Bytes::copy_from_slice(payload)
+}
+
 /// The control frames a peer sent in the current one-second window.
 #[derive(Debug)]
 struct ControlRate {
@@ -260,7 +272,7 @@ impl<'a> Reading<'a> {
         let message_bytes_max = if bridge.is_some() {
             BRIDGE_MESSAGE_BYTES_MAX
         } else {
-            link.settings().frame_bytes_max
+            native_message_bytes_max(link.settings().frame_bytes_max)
         };
         let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
         buffer.unparsed().extend_from_slice(&leftover);
@@ -344,8 +356,10 @@ impl<'a> Reading<'a> {
                 if !self.control.allow() {
                     return Next::End(self.flood());
                 }
-                self.port
-                    .push_control(ControlKind::Pong, control_message(Opcode::Pong, payload));
+                self.port.push_control(
+                    ControlKind::Pong,
+                    control_message(Opcode::Pong, owned(&payload)),
+                );
                 Next::Continue
             }
             Event::Pong(_) => {
@@ -502,5 +516,21 @@ async fn write_loop(
         port.return_writing(batch);
         link.metrics().frames_per_write.record(frames);
         link.written(&port, frames, bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::owned;
+
+    #[test]
+    fn a_pong_owns_its_payload_instead_of_a_slice_of_the_read_buffer() {
+        let read_buffer = Bytes::from(vec![7u8; 64 << 10]);
+        let ping = read_buffer.slice(100..225);
+        let pong = owned(&ping);
+        assert_eq!(pong, ping);
+        assert!(!read_buffer.as_ptr_range().contains(&pong.as_ptr()));
     }
 }
