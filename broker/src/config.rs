@@ -397,8 +397,9 @@ pub struct WsConfig {
     /// allows any (docs/PROTOCOL.md W10: the API carries no ambient credentials). A request without
     /// an `Origin` header (not a browser) is always allowed.
     pub allowed_origins: Vec<String>,
-    /// Reverse proxies (IP addresses) whose `X-Forwarded-For` names the real peer; the peer
-    /// of a connection from any other address is that address (R32, R33, R39, W11).
+    /// Reverse proxies (IP addresses or CIDR ranges such as `10.0.0.0/8`) whose `Forwarded`
+    /// or `X-Forwarded-For` names the real peer; the peer of a connection from any other
+    /// address is that address (R32, R33, R39, W11).
     pub trusted_proxies: Vec<String>,
     /// Period of the broker's pings on a native session (a bridge session uses its
     /// `swarm-keep-alive`, W7), so proxies and NATs keep an idle session open.
@@ -428,11 +429,13 @@ impl Default for WsConfig {
 impl WsConfig {
     /// The trusted proxies, parsed (`validate` reports the ones that do not parse).
     #[must_use]
-    pub fn trusted_proxy_ips(&self) -> Vec<std::net::IpAddr> {
-        self.trusted_proxies
-            .iter()
-            .filter_map(|text| text.parse().ok())
-            .collect()
+    pub fn trusted_proxy_ranges(&self) -> bps_ws::TrustedProxies {
+        bps_ws::TrustedProxies::new(
+            self.trusted_proxies
+                .iter()
+                .filter_map(|text| text.parse().ok())
+                .collect(),
+        )
     }
 }
 
@@ -1143,11 +1146,14 @@ impl BrokerConfig {
             }
         }
         for proxy in &ws.trusted_proxies {
-            if proxy.parse::<std::net::IpAddr>().is_err() {
+            if let Err(error) = proxy.parse::<bps_ws::IpRange>() {
                 errors.push(ConfigError::new(
                     "ws.trusted_proxies",
                     Some(quote(proxy)),
-                    "expected IP addresses such as \"127.0.0.1\" or \"::1\"",
+                    format!(
+                        "{error}: expected IP addresses or CIDR ranges such as \"127.0.0.1\", \
+                         \"::1\", \"10.0.0.0/8\" or \"fd00::/8\""
+                    ),
                 ));
             }
         }

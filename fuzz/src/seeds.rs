@@ -54,6 +54,7 @@ pub fn all() -> Vec<Seed> {
         roster(),
         keccak_bmt(),
         machine(),
+        forwarded(),
     ]
     .concat()
 }
@@ -519,4 +520,18 @@ fn splitmix_bytes(mut state: u64, bytes: usize) -> Vec<u8> {
     }
     out.truncate(bytes);
     out
+}
+
+/// The forwarding headers: the trusted ranges, then `F`orwarded and `X`-Forwarded-For lines
+/// (the target's layout), one seed per shape the walk meets.
+fn forwarded() -> Vec<Seed> {
+    let target = "forwarded";
+    vec![
+        seed(target, "x-forwarded-for-two-lines", b"127.0.0.1,10.0.0.0/8\nX203.0.113.9, 198.51.100.2\nX10.1.2.3, 127.0.0.1".to_vec()),
+        seed(target, "ports-and-ipv6", b"fd00::/8\nX[2001:db8::7]:51000, 198.51.100.2:4711, [fd00::1]:443, 2001:db8::9".to_vec()),
+        seed(target, "unknown-and-obfuscated", b"127.0.0.1\nXunknown, _hidden:_port, 127.0.0.1".to_vec()),
+        seed(target, "malformed-hop", b"127.0.0.1\nX198.51.100.2, not an address, 127.0.0.1".to_vec()),
+        seed(target, "forwarded-elements", b"10.0.0.0/8,::ffff:192.0.2.0/120\nFfor=192.0.2.60;proto=http;by=203.0.113.43, for=\"[2001:db8:cafe::17]:4711\"\nFFor=\"10.0.0.5:443\";host=\"a,b;c\\\"d\"\nX198.51.100.2".to_vec()),
+        seed(target, "forwarded-unclosed-quote", b"127.0.0.1\nFfor=\"192.0.2.1, for=unknown".to_vec()),
+    ]
 }

@@ -10,6 +10,8 @@
 //! - [`response`]: every other HTTP answer (one-line errors, the CORS headers and preflight of
 //!   the W5 endpoint);
 //! - [`query`]: percent-decoding and query parameters;
+//! - [`forwarded`]: the peer a trusted reverse proxy names (`Forwarded`, `X-Forwarded-For`)
+//!   and the trusted proxies as address ranges;
 //! - [`bridge`]: the SWIP-60 bridge's formats: the Join parameters of a request (W1, W2, W6,
 //!   W7, W10, W11), inbound messages assembled into BPS frames (W4, W5), deliveries rendered
 //!   per `swarm-soc-fields` (W6) and the text frames of the challenge, roster and EOS (W10).
@@ -28,6 +30,7 @@
 
 pub mod bridge;
 pub mod codec;
+pub mod forwarded;
 pub mod handshake;
 pub mod http;
 pub mod query;
@@ -41,6 +44,10 @@ pub use bridge::{
 pub use codec::{
     CloseFrame, Decoder, Event, Head, Opcode, ProtocolError, close_payload, encode_client_frame,
     encode_server_frame,
+};
+pub use forwarded::{
+    FORWARDED, ForwardedError, Hop, IpRange, RangeError, TrustedProxies, X_FORWARDED_FOR,
+    forwarded_peer, parse_hop,
 };
 pub use handshake::{UpgradeError, accept_key, check_upgrade, origin_allowed, switching_protocols};
 pub use http::{HttpError, RequestHead, parse_request_head};

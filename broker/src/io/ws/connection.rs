@@ -2,21 +2,21 @@
 //! had its HTTP answer.
 //!
 //! Owns: admission at accept (answered with an HTTP status when refused, W10), the request
-//! head (bounded in bytes and headers, within the Join deadline), the peer a trusted
-//! reverse proxy names (`X-Forwarded-For`), the `Origin` check, the routing of the request
-//! (the native endpoint, the bridge, the W5 service POST and its preflight, the static
-//! files), the answers that refuse before the upgrade, and the writing of a static file's
-//! answer (its shared head and body in one vectored write, `STATIC_IN_FLIGHT_PER_CORE_MAX`
-//! of them per core, 503 beyond).
+//! head (bounded in bytes and headers, within the Join deadline), the peer a trusted reverse
+//! proxy names (`Forwarded`, `X-Forwarded-For`; the walk is `bps_ws::forwarded`), the
+//! `Origin` check, the routing of the request (the native endpoint, the bridge, the W5
+//! service POST and its preflight, the static files), the answers that refuse before the
+//! upgrade, and the writing of a static file's answer (its shared head and body in one
+//! vectored write, `STATIC_IN_FLIGHT_PER_CORE_MAX` of them per core, 503 beyond).
 //! Never does: frame WebSocket messages (`session`) or judge a chunk (the machine).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bps_ws::{
-    BridgeParams, Lookup, RequestHead, Response, check_upgrade, origin_allowed, parse_request_head,
-    parse_topic, switching_protocols,
+    BridgeParams, FORWARDED, Lookup, RequestHead, Response, X_FORWARDED_FOR, check_upgrade,
+    forwarded_peer, origin_allowed, parse_request_head, parse_topic, switching_protocols,
 };
 use bytes::{Bytes, BytesMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
@@ -60,7 +60,7 @@ pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
 
 /// Admits one accepted connection and serves it; a refused one gets its status and goes.
 fn start(link: &Rc<CoreLink>, stream: TcpStream, addr: SocketAddr) {
-    let proxied = link.settings().ws.trusted_proxies.contains(&addr.ip());
+    let proxied = link.settings().ws.trusted_proxies.contains(addr.ip());
     let admitted = if proxied {
         link.admit_proxied(addr.ip(), Transport::WebSocket)
     } else {
@@ -369,49 +369,16 @@ async fn read_head(stream: &mut TcpStream) -> Result<Option<(RequestHead, BytesM
     }
 }
 
-/// The peer a trusted proxy names: the rightmost `X-Forwarded-For` entry that is not a
-/// trusted proxy itself (what the nearest untrusted hop was), or the first entry when
-/// every hop is trusted; its bounds apply from here on.
+/// The peer a trusted proxy names in `Forwarded` or `X-Forwarded-For`, every line of them
+/// (the walk and its refusals are `bps_ws::forwarded`); its bounds apply from here on.
 fn name_peer(link: &CoreLink, port: &Port, head: &RequestHead) -> Result<(), Response> {
-    let trusted = &link.settings().ws.trusted_proxies;
-    let Some(ip) = forwarded_peer(head.header("x-forwarded-for"), trusted) else {
-        return Err(Response::error(
-            400,
-            "header \"X-Forwarded-For\": a trusted proxy must name the client",
-        ));
-    };
+    let forwarded: Vec<&str> = head.header_values(FORWARDED).collect();
+    let x_forwarded_for: Vec<&str> = head.header_values(X_FORWARDED_FOR).collect();
+    let ip = forwarded_peer(
+        &forwarded,
+        &x_forwarded_for,
+        &link.settings().ws.trusted_proxies,
+    )
+    .map_err(|error| Response::error(400, &error.to_string()))?;
     link.name_proxied_peer(port, ip).map_err(refusal_response)
-}
-
-fn forwarded_peer(header: Option<&str>, trusted: &[IpAddr]) -> Option<IpAddr> {
-    let hops: Vec<IpAddr> = header?
-        .split(',')
-        .filter_map(|entry| entry.trim().parse::<IpAddr>().ok())
-        .collect();
-    // Every hop a trusted proxy: the first one is the client itself.
-    hops.iter()
-        .rev()
-        .find(|ip| !trusted.contains(ip))
-        .or(hops.first())
-        .copied()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_forwarded_peer_is_the_rightmost_untrusted_entry() {
-        let trusted: Vec<IpAddr> = vec!["127.0.0.1".parse().expect("ip")];
-        assert_eq!(
-            forwarded_peer(Some("203.0.113.9, 198.51.100.2, 127.0.0.1"), &trusted),
-            Some("198.51.100.2".parse().expect("ip"))
-        );
-        assert_eq!(
-            forwarded_peer(Some("127.0.0.1"), &trusted),
-            Some("127.0.0.1".parse().expect("ip"))
-        );
-        assert_eq!(forwarded_peer(Some("not an address"), &trusted), None);
-        assert_eq!(forwarded_peer(None, &trusted), None);
-    }
 }

@@ -26,7 +26,7 @@ mod service;
 mod session;
 mod statics;
 
-use std::net::IpAddr;
+use bps_ws::TrustedProxies;
 use std::sync::Arc;
 
 use crate::config::WsConfig;
@@ -42,7 +42,7 @@ pub use statics::{STATIC_BYTES_MAX, StaticFiles};
 #[derive(Clone, Debug)]
 pub struct WsSettings {
     pub allowed_origins: Vec<String>,
-    pub trusted_proxies: Vec<IpAddr>,
+    pub trusted_proxies: TrustedProxies,
     pub ping_interval_ms: u64,
     pub idle_deadline_ms: u64,
     /// What `ws.static_dir` holds.
@@ -53,7 +53,7 @@ impl WsSettings {
     pub fn of(config: &WsConfig, statics: Arc<StaticFiles>) -> WsSettings {
         WsSettings {
             allowed_origins: config.allowed_origins.clone(),
-            trusted_proxies: config.trusted_proxy_ips(),
+            trusted_proxies: config.trusted_proxy_ranges(),
             ping_interval_ms: config.ping_interval_ms,
             idle_deadline_ms: config.idle_deadline_ms,
             statics,
