@@ -333,13 +333,23 @@ fn top_line(dir: &Path, args: &str) -> String {
     )
 }
 
+/// The line the shell echoed with `top`'s exit status, once tmux shows it.
+fn exit_line(screen: &str) -> Option<&str> {
+    screen.lines().map(str::trim).find(|line| {
+        line.strip_prefix("top exited ")
+            .is_some_and(|code| !code.is_empty() && code.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 /// After `top` quit: it exited 0, the shell's screen is back (the alternate screen left),
 /// and the terminal settings are what they were.
 fn assert_exited_and_restored(tmux: &Tmux, dir: &Path) {
     let screen = tmux.wait_for("top's exit status", |screen| {
-        screen.contains("top exited") && dir.join("after").exists()
+        // The echoed line itself, not the command line that contains its text: tmux may show
+        // the shell's output after the `after` file exists.
+        exit_line(screen).is_some() && dir.join("after").exists()
     });
-    assert!(screen.contains("top exited 0"), "{screen}");
+    assert_eq!(exit_line(&screen), Some("top exited 0"), "{screen}");
     assert!(
         !screen.contains("CORE  BUSY%"),
         "top's screen is still shown after it exited:\n{screen}"
