@@ -333,11 +333,14 @@ fn top_line(dir: &Path, args: &str) -> String {
     )
 }
 
-/// The line the shell echoed with `top`'s exit status, once tmux shows it.
-fn exit_line(screen: &str) -> Option<&str> {
-    screen.lines().map(str::trim).find(|line| {
-        line.strip_prefix("top exited ")
-            .is_some_and(|code| !code.is_empty() && code.bytes().all(|b| b.is_ascii_digit()))
+/// The exit status the shell echoed (`top exited N` ending a line, after a prompt when the
+/// restored screen puts one before it), once tmux shows it; never the command line, whose
+/// `top exited $?` is followed by more than digits.
+fn exit_line(screen: &str) -> Option<String> {
+    screen.lines().find_map(|line| {
+        let (_, code) = line.trim().rsplit_once("top exited ")?;
+        let digits = !code.is_empty() && code.bytes().all(|byte| byte.is_ascii_digit());
+        digits.then(|| format!("top exited {code}"))
     })
 }
 
@@ -349,7 +352,11 @@ fn assert_exited_and_restored(tmux: &Tmux, dir: &Path) {
         // the shell's output after the `after` file exists.
         exit_line(screen).is_some() && dir.join("after").exists()
     });
-    assert_eq!(exit_line(&screen), Some("top exited 0"), "{screen}");
+    assert_eq!(
+        exit_line(&screen).as_deref(),
+        Some("top exited 0"),
+        "{screen}"
+    );
     assert!(
         !screen.contains("CORE  BUSY%"),
         "top's screen is still shown after it exited:\n{screen}"
