@@ -24,6 +24,9 @@
 //!   `ws.static_dir`'s files with their answer heads, `STATIC_BYTES_MAX` at most, shared by
 //!   every answer (a static answer in flight holds only handles to them and a two-entry
 //!   write batch, within its connection's share);
+//! - W5 service POSTs: the relays waiting for their one signature check
+//!   (`SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX` per core, each a body, its assembled frame and
+//!   a verification job) and the per-peer rate table (`POST_RATE_PEERS_MAX` buckets);
 //! - cohorts: cursor tables, dedup windows and rosters, `limits.cohorts_max` of them;
 //! - history (D11): the entries of every cohort's ring, and the backlog every connection may
 //!   hold unwritten (one at most, `limits.history_frames_max` handles). The retained frames
@@ -119,6 +122,9 @@ pub fn ws_connection_bytes(frame_bytes_max: usize, write_batch_frames_max: usize
         + to_u64(write_batch_frames_max) * to_u64(crate::io::PREFIX_BYTES_MAX)
         + WS_SESSION_STATE_BYTES
 }
+
+/// One bucket of the W5 rate table: the peer, its tokens and time, the hash slot.
+pub const POST_RATE_ENTRY_BYTES: u64 = 64;
 
 /// A WebSocket session's own state: its bridge session, keepalive task and decoder.
 pub const WS_SESSION_STATE_BYTES: u64 = 1 << 10;
@@ -299,6 +305,18 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
                     } else {
                         crate::io::STATIC_BYTES_MAX
                     }
+            } else {
+                0
+            },
+        },
+        Term {
+            name: "W5 service POSTs",
+            keys: "ws.enabled, server.cores (fixed per core and per peer)",
+            bytes: if config.ws.enabled {
+                cores
+                    * to_u64(crate::config::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX)
+                    * (FRAME_IN_FLIGHT_BYTES + 2 * to_u64(bps_ws::bridge::INBOUND_BYTES_MAX))
+                    + to_u64(crate::io::POST_RATE_PEERS_MAX) * POST_RATE_ENTRY_BYTES
             } else {
                 0
             },

@@ -45,6 +45,15 @@ pub const WRITE_BATCH_FRAMES_MAX: usize = 1024;
 /// fuller writes save.
 pub const WRITE_COALESCE_US_MAX: u64 = 10_000;
 
+/// W5 POSTs one core holds waiting for their home core at once: each may hold one slot of
+/// the verification queue, which is sized for them (`verify_jobs_in_flight_max`); beyond it a
+/// POST is answered 503 with `Retry-After`.
+pub const SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX: usize = 16;
+
+/// Largest `ws.service_posts_per_peer_per_s`: an admin posts a roster when its roster
+/// changes; more than this per second is a flood, not a use.
+pub const SERVICE_POSTS_PER_PEER_PER_S_MAX: u32 = 1_000;
+
 /// The whole configuration of one broker process.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -410,6 +419,10 @@ pub struct WsConfig {
     /// A directory whose files the listener serves at `GET /` and below (the demo page);
     /// empty serves none. Read once at start, at most 16 MiB.
     pub static_dir: String,
+    /// W5 POSTs one peer may make per second (a burst of as many, then this rate), all
+    /// cores together; beyond it a POST is answered 429 with `Retry-After` before its body
+    /// is read. Each may cost a signature check.
+    pub service_posts_per_peer_per_s: u32,
 }
 
 impl Default for WsConfig {
@@ -422,6 +435,7 @@ impl Default for WsConfig {
             ping_interval_ms: 30_000,
             idle_deadline_ms: 90_000,
             static_dir: String::new(),
+            service_posts_per_peer_per_s: 4,
         }
     }
 }
@@ -930,10 +944,21 @@ impl BrokerConfig {
     #[must_use]
     pub fn effective_queue_jobs(&self, cores: usize) -> usize {
         if self.verify.queue_jobs_max == 0 {
-            cores.saturating_mul(self.limits.frames_in_flight_per_core_max)
+            self.verify_jobs_in_flight_max(cores)
         } else {
             self.verify.queue_jobs_max
         }
+    }
+
+    /// Verification jobs `cores` cores may have in flight at once: their streams' frames
+    /// (`limits.frames_in_flight_per_core_max`) and their W5 relays' one check each.
+    #[must_use]
+    pub fn verify_jobs_in_flight_max(&self, cores: usize) -> usize {
+        cores.saturating_mul(
+            self.limits
+                .frames_in_flight_per_core_max
+                .saturating_add(SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX),
+        )
     }
 
     /// The protocol core's policy, from `[limits]`, `[timeouts]` and `[protocol]`.
@@ -1184,6 +1209,13 @@ impl BrokerConfig {
                     "expected more than ws.ping_interval_ms ({}): a session answers pings",
                     ws.ping_interval_ms
                 ),
+            ));
+        }
+        if !(1..=SERVICE_POSTS_PER_PEER_PER_S_MAX).contains(&ws.service_posts_per_peer_per_s) {
+            errors.push(ConfigError::new(
+                "ws.service_posts_per_peer_per_s",
+                Some(ws.service_posts_per_peer_per_s.to_string()),
+                format!("expected 1..={SERVICE_POSTS_PER_PEER_PER_S_MAX}"),
             ));
         }
         errors

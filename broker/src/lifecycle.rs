@@ -313,13 +313,15 @@ pub fn startup_checks(
         is_default,
         (&mut refusals, &mut warnings),
     );
-    let jobs_needed = cores.saturating_mul(config.limits.frames_in_flight_per_core_max);
+    let jobs_needed = config.verify_jobs_in_flight_max(cores);
     if config.verify.queue_jobs_max != 0 && config.verify.queue_jobs_max < jobs_needed {
         refusals.push(format!(
             "verify.queue_jobs_max = {} is below the {cores} cores x \
-             limits.frames_in_flight_per_core_max = {} = {jobs_needed} jobs that may be in \
-             flight: raise it, or set it to 0 to size it so",
-            config.verify.queue_jobs_max, config.limits.frames_in_flight_per_core_max
+             (limits.frames_in_flight_per_core_max = {} + {} W5 relays) = {jobs_needed} jobs \
+             that may be in flight: raise it, or set it to 0 to size it so",
+            config.verify.queue_jobs_max,
+            config.limits.frames_in_flight_per_core_max,
+            crate::config::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX
         ));
     }
     if refusals.is_empty() {

@@ -274,6 +274,12 @@ pub struct WsMetrics {
     pub static_in_flight: Gauge,
     /// Static-file requests answered 503 because the core was at that bound.
     pub static_busy: Counter,
+    /// W5 POSTs answered 429: their peer was over `ws.service_posts_per_peer_per_s`.
+    pub service_posts_limited: Counter,
+    /// W5 POSTs answered 503: `SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX` were waiting already.
+    pub service_busy: Counter,
+    /// W5 POSTs that did not validate, each a blocklist strike against its peer.
+    pub service_strikes: Counter,
 }
 
 /// The instruments of one core. Shared by `Arc` with the scraper; only the owning core writes.
@@ -1197,6 +1203,27 @@ fn render_ws(out: &mut String, cores: &[Arc<CoreMetrics>]) {
     );
     let total = sum(&|core| core.ws.static_busy.get());
     line(out, name, &[], &total.to_string());
+    for (name, help, pick) in [
+        (
+            "bps_ws_service_posts_limited_total",
+            "W5 POSTs answered 429 because their peer was over ws.service_posts_per_peer_per_s.",
+            (|core: &CoreMetrics| core.ws.service_posts_limited.get()) as fn(&CoreMetrics) -> u64,
+        ),
+        (
+            "bps_ws_service_busy_total",
+            "W5 POSTs answered 503 because their core had its bound of relays waiting.",
+            |core| core.ws.service_busy.get(),
+        ),
+        (
+            "bps_ws_service_strikes_total",
+            "W5 POSTs that did not validate, each a blocklist strike against its peer.",
+            |core| core.ws.service_strikes.get(),
+        ),
+    ] {
+        family(out, name, "counter", help);
+        let total = sum(&|core| pick(core));
+        line(out, name, &[], &total.to_string());
+    }
 }
 
 /// Core gauges, summed and per core.

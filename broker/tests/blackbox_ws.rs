@@ -477,7 +477,8 @@ fn post(broker: &Broker, target: &str, body: &[u8], origin: Option<&str>) -> (u1
 
 #[test]
 fn service_post_relays_the_admins_roster_on_its_stream() {
-    let broker = Broker::start(&[MANY_STREAMS_PER_PEER]);
+    // Six POSTs from one peer in quick succession: above the default rate.
+    let broker = Broker::start(&[MANY_STREAMS_PER_PEER, "ws.service_posts_per_peer_per_s=100"]);
     let admin = key(1);
     let member = key(2);
     let spec = explicit(11, &admin.address(), false);
@@ -506,9 +507,10 @@ fn service_post_relays_the_admins_roster_on_its_stream() {
     );
     // The same chunk again validates but is not accepted: 422.
     assert_eq!(post(&broker, &service, &message, None).0, 422);
-    // Signed by someone else: 400, counted, and nobody is blocklisted.
+    // Signed by someone else: 400, counted, and one strike (not yet a blocklisting).
     let (forged, _) = signed_message(&key(3), Kind::Roster, &spec, &challenge, 1, &roster);
     assert_eq!(post(&broker, &service, &forged, None).0, 400);
+    assert_eq!(broker.metric("bps_ws_service_strikes_total"), 1);
     assert_eq!(broker.metric("bps_blocklisted_total"), 0);
     // A body that is not a service message at all: 400 before anything is relayed.
     assert_eq!(post(&broker, &service, b"short", None).0, 400);

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use super::counters::Counter;
 use super::fanout::Targets;
 use super::ids::{PeerId, StreamId, Ticket, WriteNotice};
+use super::relay::{RelayOutcome, RelayReply};
 use super::time::Millis;
 
 /// One thing for the I/O layer to do.
@@ -51,6 +52,12 @@ pub enum Action {
     Verify {
         ticket: Ticket,
         request: VerifyRequest,
+    },
+    /// What became of a relayed service chunk (W5) whose signature check `on_relay` asked
+    /// for; `reply` is what `on_relay` was given.
+    Relayed {
+        reply: RelayReply,
+        outcome: RelayOutcome,
     },
     /// The machine is done with one frame body of this stream (read-window credit).
     Consumed { stream: StreamId },

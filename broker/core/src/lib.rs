@@ -96,7 +96,7 @@ pub use fanout::Targets;
 pub use ids::{PeerId, StreamId, Ticket, WriteNotice};
 pub use ledger::{LedgerSnapshot, PeerLedger};
 pub use machine::Machine;
-pub use relay::RelayOutcome;
+pub use relay::{RelayOutcome, RelayReply};
 pub use snapshot::{CohortStreams, CohortSummary, StreamSnapshot};
 pub use stream::Role;
 pub use time::Millis;

@@ -24,7 +24,7 @@ use bps_proto::{
     Ack, Address, Authorship, Binding, CohortKey, Frame, Hash, Status, ValidJoin, decode_join,
     decode_roster, encode_frame, validate_join,
 };
-use bps_verify::{Verified, VerifyError, VerifyRequest};
+use bps_verify::{Verified, VerifyError};
 use bytes::Bytes;
 use rand::RngCore;
 use rand::rngs::StdRng;
@@ -41,7 +41,7 @@ use super::deadlines::{DeadlineKey, Deadlines};
 use super::fanout::Targets;
 use super::ids::{PeerId, StreamId, Ticket, WriteNotice};
 use super::ledger::PeerLedger;
-use super::relay::RelayOutcome;
+use super::relay::{RelayOutcome, RelayReply};
 use super::snapshot::{CohortStreams, CohortSummary, page_of_streams, summarize};
 use super::stream::{Checked, DropWindow, FrameKind, InFlight, Revocation, Role, Stream};
 use super::time::Millis;
@@ -192,6 +192,9 @@ pub struct Machine {
     /// I/O layer's frames in flight also bound the verification jobs, closed streams' ones
     /// included.
     tickets: HashMap<Ticket, StreamId>,
+    /// Relayed service chunks (W5) whose one signature check is in flight, by ticket. The
+    /// I/O layer bounds how many it asks for at once.
+    relays: HashMap<Ticket, PendingRelay>,
     deadlines: Deadlines,
     /// R31: the idle cohorts (empty fan-out set), oldest first, as (idle since, serial).
     idle: BTreeSet<(Millis, u64)>,
@@ -223,6 +226,7 @@ impl Machine {
             cohort_by_key: HashMap::new(),
             streams: HashMap::new(),
             tickets: HashMap::new(),
+            relays: HashMap::new(),
             deadlines: Deadlines::default(),
             idle: BTreeSet::new(),
             unsettled: Vec::new(),
@@ -366,6 +370,11 @@ impl Machine {
         ticket: Ticket,
         result: Result<Verified, VerifyError>,
     ) {
+        if let Some(pending) = self.relays.remove(&ticket) {
+            self.relayed(now, pending, result);
+            self.rearm(now);
+            return;
+        }
         let stream_id = self
             .tickets
             .remove(&ticket)
@@ -398,19 +407,22 @@ impl Machine {
     }
 
     /// W5: a service chunk posted for the cohort with canonical key `key`, outside any
-    /// stream. It is offered to each live admin stream (pending or publisher, R29 allows
-    /// several) as the frame `frame_for` makes under that stream's challenge, checked as a
-    /// frame of that stream (R13..R17, with `verify` doing the signature check at once),
-    /// and accepted on the first one it validates on. Nothing is consumed (it holds no read
-    /// credit), and a failure closes no stream and blocklists nobody.
+    /// stream. It is tried on one live admin stream only, so that a POST costs at most one
+    /// signature check: the one whose challenge `named` is when the POST names one, else the
+    /// newest claimed one, else the only pending one (several pending and none named is
+    /// `Unnamed`). It is made into that stream's frame by `frame_for` and checked as a frame
+    /// of it (R13..R17). `Some` is the outcome when it is decided without a signature check;
+    /// `None` when an `Action::Verify` went out, and then the outcome comes as
+    /// `Action::Relayed` with `reply` once the result is in (`on_verified`). Nothing is
+    /// consumed (it holds no read credit), and no stream is closed for it.
     pub fn on_relay(
         &mut self,
         now: Millis,
-        key: &CohortKey,
+        (key, named): (&CohortKey, Option<&Hash>),
         frame_for: &mut dyn FnMut(&Hash) -> Frame,
-        verify: &mut dyn FnMut(&VerifyRequest) -> Result<Verified, VerifyError>,
-    ) -> RelayOutcome {
-        let outcome = self.relay(now, key, frame_for, verify);
+        reply: RelayReply,
+    ) -> Option<RelayOutcome> {
+        let outcome = self.relay(key, named, frame_for, reply);
         self.rearm(now);
         outcome
     }
@@ -1093,88 +1105,160 @@ impl Machine {
 
     fn relay(
         &mut self,
-        now: Millis,
         key: &CohortKey,
+        named: Option<&Hash>,
         frame_for: &mut dyn FnMut(&Hash) -> Frame,
-        verify: &mut dyn FnMut(&VerifyRequest) -> Result<Verified, VerifyError>,
-    ) -> RelayOutcome {
+        reply: RelayReply,
+    ) -> Option<RelayOutcome> {
         let Some(serial) = self.cohort_by_key.get(key).copied() else {
-            return RelayOutcome::NoCohort;
+            return Some(RelayOutcome::NoCohort);
         };
-        let admin_streams = self.admin_streams(serial);
-        if admin_streams.is_empty() {
-            return RelayOutcome::NoAdminStream;
-        }
+        let (stream_id, challenge) = match self.relay_stream(serial, named) {
+            Ok(chosen) => chosen,
+            Err(outcome) => return Some(outcome),
+        };
         let counters = Arc::clone(&self.cohort(serial).counters);
-        for (stream_id, challenge) in admin_streams {
-            let frame = frame_for(&challenge);
-            let verdict = {
-                let stream = &self.streams[&stream_id];
-                let cohort = self.cohort(serial);
-                check_frame(frame, &relay_context(cohort, stream))
-            };
-            let (checked, request) = match verdict {
-                Verdict::Drop(counter) => {
-                    self.out.count(&counters, counter);
-                    return RelayOutcome::NotAccepted { counter };
-                }
-                Verdict::Violation(violation) => {
-                    return refused_relay(&self.out, &counters, &violation);
-                }
-                Verdict::Verify { frame, request } => (frame, request),
-            };
-            if !matches!(checked.kind, FrameKind::Roster | FrameKind::Eos) {
-                let counter = Counter::WrongStream;
+        let frame = frame_for(&challenge);
+        let verdict = {
+            let stream = &self.streams[&stream_id];
+            check_frame(frame, &relay_context(self.cohort(serial), stream))
+        };
+        let (checked, request) = match verdict {
+            Verdict::Drop(counter) => {
                 self.out.count(&counters, counter);
-                return RelayOutcome::Invalid {
-                    counter,
-                    reason: "only ROSTER and EOS are relayed".into(),
-                };
+                return Some(RelayOutcome::NotAccepted { counter });
             }
-            self.out.count(&counters, Counter::VerifyRequests);
-            let Ok(verified) = verify(&request) else {
-                continue;
-            };
-            return match self.accept(now, stream_id, &checked, &verified) {
-                Acceptance::Accepted => RelayOutcome::Accepted,
-                Acceptance::Refused => RelayOutcome::NotAccepted {
-                    counter: Counter::InvalidRoster,
-                },
-                Acceptance::Retransmit => {
-                    self.out.count(&counters, Counter::Retransmit);
-                    RelayOutcome::NotAccepted {
-                        counter: Counter::Retransmit,
-                    }
-                }
-                Acceptance::Violation(violation) => refused_relay(&self.out, &counters, &violation),
-            };
+            Verdict::Violation(violation) => {
+                return Some(refused_relay(&self.out, &counters, &violation));
+            }
+            Verdict::Verify { frame, request } => (frame, request),
+        };
+        if !matches!(checked.kind, FrameKind::Roster | FrameKind::Eos) {
+            let counter = Counter::WrongStream;
+            self.out.count(&counters, counter);
+            return Some(RelayOutcome::Invalid {
+                counter,
+                reason: "only ROSTER and EOS are relayed".into(),
+            });
         }
-        self.out.count(&counters, Counter::InvalidSoc);
-        RelayOutcome::Invalid {
-            counter: Counter::InvalidSoc,
-            reason: "the chunk validates under no live admin session's challenge".into(),
+        let ticket = Ticket(self.next_ticket);
+        self.next_ticket += 1;
+        self.relays.insert(
+            ticket,
+            PendingRelay {
+                stream: stream_id,
+                frame: checked,
+                reply,
+            },
+        );
+        self.out.count(&counters, Counter::VerifyRequests);
+        self.out.push(Action::Verify { ticket, request });
+        None
+    }
+
+    /// The one admin stream a relayed chunk is tried on, with its challenge (`on_relay`).
+    fn relay_stream(
+        &self,
+        serial: u64,
+        named: Option<&Hash>,
+    ) -> Result<(StreamId, Hash), RelayOutcome> {
+        let admin_streams = self.admin_streams(serial);
+        if let Some(named) = named {
+            return admin_streams
+                .into_iter()
+                .find(|(_, challenge, _)| challenge == named)
+                .map(|(id, challenge, _)| (id, challenge))
+                .ok_or(RelayOutcome::NoAdminStream);
+        }
+        let newest_claimed = admin_streams
+            .iter()
+            .rev()
+            .find(|(_, _, claimed)| *claimed)
+            .map(|(id, challenge, _)| (*id, *challenge));
+        match (newest_claimed, admin_streams.as_slice()) {
+            (Some(chosen), _) => Ok(chosen),
+            (None, []) => Err(RelayOutcome::NoAdminStream),
+            (None, [(id, challenge, _)]) => Ok((*id, *challenge)),
+            (None, pending) => Err(RelayOutcome::Unnamed {
+                pending: pending.len(),
+            }),
         }
     }
 
+    /// The signature check of a relayed chunk is done: accepted on its admin stream if that
+    /// stream is still live, and the outcome goes back to the I/O layer.
+    fn relayed(
+        &mut self,
+        now: Millis,
+        pending: PendingRelay,
+        result: Result<Verified, VerifyError>,
+    ) {
+        let PendingRelay {
+            stream: stream_id,
+            frame,
+            reply,
+        } = pending;
+        let counters = self
+            .streams
+            .get(&stream_id)
+            .map(|stream| Arc::clone(&self.cohort(stream.cohort).counters));
+        let outcome = match (result, counters) {
+            (Err(error), counters) => {
+                if let Some(counters) = &counters {
+                    self.out.count(counters, Counter::InvalidSoc);
+                }
+                RelayOutcome::Invalid {
+                    counter: Counter::InvalidSoc,
+                    reason: format!(
+                        "the chunk does not validate under the admin session's challenge: {error}"
+                    ),
+                }
+            }
+            // The admin stream ended while the chunk was being checked.
+            (Ok(_), None) => RelayOutcome::NoAdminStream,
+            (Ok(verified), Some(counters)) => {
+                match self.accept(now, stream_id, &frame, &verified) {
+                    Acceptance::Accepted => RelayOutcome::Accepted,
+                    Acceptance::Refused => RelayOutcome::NotAccepted {
+                        counter: Counter::InvalidRoster,
+                    },
+                    Acceptance::Retransmit => {
+                        self.out.count(&counters, Counter::Retransmit);
+                        RelayOutcome::NotAccepted {
+                            counter: Counter::Retransmit,
+                        }
+                    }
+                    Acceptance::Violation(violation) => {
+                        refused_relay(&self.out, &counters, &violation)
+                    }
+                }
+            }
+        };
+        self.out.push(Action::Relayed { reply, outcome });
+    }
+
     /// The admin's live streams of a cohort that may carry a service chunk, with their
-    /// challenges, oldest first.
-    fn admin_streams(&self, serial: u64) -> Vec<(StreamId, Hash)> {
+    /// challenges and whether they have claimed, oldest first.
+    fn admin_streams(&self, serial: u64) -> Vec<(StreamId, Hash, bool)> {
         let cohort = self.cohort(serial);
         let Some(admin) = cohort.spec.admin else {
             return Vec::new();
         };
-        let mut streams: Vec<(StreamId, Hash)> = cohort
+        let mut streams: Vec<(StreamId, Hash, bool)> = cohort
             .streams_by_addr
             .get(&admin)
             .into_iter()
             .flatten()
             .filter_map(|id| {
                 let stream = &self.streams[id];
-                matches!(stream.role, Role::Pending | Role::Publisher)
-                    .then_some((*id, stream.challenge))
+                matches!(stream.role, Role::Pending | Role::Publisher).then_some((
+                    *id,
+                    stream.challenge,
+                    stream.role == Role::Publisher,
+                ))
             })
             .collect();
-        streams.sort_unstable_by_key(|(id, _)| *id);
+        streams.sort_unstable_by_key(|(id, _, _)| *id);
         streams
     }
 
@@ -1545,6 +1629,15 @@ impl Machine {
             self.out.push(Action::ArmTimer { at });
         }
     }
+}
+
+/// A relayed service chunk waiting for its signature check: the admin stream it is tried
+/// on, the checked frame, and where its outcome goes.
+#[derive(Debug)]
+struct PendingRelay {
+    stream: StreamId,
+    frame: Checked,
+    reply: RelayReply,
 }
 
 /// The validation context of a relayed chunk on one of the admin's streams.

@@ -746,6 +746,7 @@ impl<C: Choices> Simulation<C> {
                 }
             }
             Action::Blocklist { .. } => self.observed.blocklists += 1,
+            Action::Relayed { .. } => panic!("the simulation posts no service chunk (W5)"),
             Action::ArmTimer { at } => {
                 assert!(at >= self.now, "a timer in the past");
                 self.armed = Some(self.armed.map_or(at, |armed| armed.min(at)));

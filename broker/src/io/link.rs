@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
-use bps_proto::{CohortKey, Frame, FrameError};
+use bps_proto::{CohortKey, Frame, FrameError, Hash};
 
 use super::Shared;
 use super::frame_memory::FrameMemory;
@@ -33,8 +33,11 @@ use super::log_gate::LogGate;
 use super::notify::LocalNotify;
 use super::port::{Closing, Life, Port, Transport, WriteReport};
 use super::router::{HomeMsg, RelayFrames, Router};
+use crate::config::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX;
 use crate::metrics::CoreMetrics;
-use crate::protocol::{Arrival, ClosedBy, Millis, PeerId, RelayOutcome, StreamId, WriteNotice};
+use crate::protocol::{
+    Arrival, ClosedBy, Millis, PeerId, RelayOutcome, RelayReply, StreamId, WriteNotice,
+};
 
 /// Why a connection was closed at accept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +101,8 @@ pub struct CoreLink {
     log_gate: LogGate,
     /// Ports queued to in the current turn, written directly at its end.
     touched: RefCell<Vec<Rc<Port>>>,
-    /// W5 relays waiting for their home core's answer (one per POST connection at most).
+    /// W5 relays waiting for their home core's answer (one per POST connection at most,
+    /// `SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX` in all).
     relays: RefCell<HashMap<u64, Rc<RelaySlot>>>,
     next_relay: Cell<u64>,
 }
@@ -106,6 +110,17 @@ pub struct CoreLink {
 /// How long a relayed service chunk waits for its home core: a core that does not answer
 /// in this time is stuck, and the POST is answered 503 rather than held.
 const RELAY_ANSWER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What became of a relay this core asked for.
+#[derive(Debug)]
+pub enum Relayed {
+    /// The home core's outcome.
+    Answered(RelayOutcome),
+    /// No answer within `RELAY_ANSWER_DEADLINE`.
+    TimedOut,
+    /// `SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX` relays of this core are waiting already.
+    Busy,
+}
 
 /// Where the answer of one relay lands.
 #[derive(Default)]
@@ -439,9 +454,12 @@ impl CoreLink {
         }
     }
 
-    /// W5: relays a service chunk to the home core of the cohort `key`; the outcome, or
-    /// `None` when no answer came within `RELAY_ANSWER_DEADLINE`.
-    pub async fn relay(&self, key: CohortKey, frames: RelayFrames) -> Option<RelayOutcome> {
+    /// W5: relays a service chunk to the home core of the cohort `key`, naming the admin
+    /// stream challenge it was signed under if the POST did, and waits for the outcome.
+    pub async fn relay(&self, key: CohortKey, named: Option<Hash>, frames: RelayFrames) -> Relayed {
+        if self.relays.borrow().len() >= SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX {
+            return Relayed::Busy;
+        }
         let relay = self.next_relay.get();
         self.next_relay.set(relay + 1);
         let slot = Rc::new(RelaySlot::default());
@@ -451,15 +469,21 @@ impl CoreLink {
             home,
             HomeMsg::Relay {
                 key,
+                named,
                 frames,
-                reply_core: self.core,
-                relay,
+                reply: RelayReply {
+                    core: self.core,
+                    relay,
+                },
             },
         );
         let answered = monoio::time::timeout(RELAY_ANSWER_DEADLINE, slot.answered.notified()).await;
         self.relays.borrow_mut().remove(&relay);
-        answered.ok()?;
-        slot.outcome.borrow_mut().take()
+        let outcome = slot.outcome.borrow_mut().take();
+        match (answered, outcome) {
+            (Ok(()), Some(outcome)) => Relayed::Answered(outcome),
+            _ => Relayed::TimedOut,
+        }
     }
 
     /// The outcome of a relay this core asked for (a late one finds no slot and is dropped).

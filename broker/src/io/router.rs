@@ -60,11 +60,11 @@ use crossbeam::queue::SegQueue;
 use super::lane::{Doorbell, Lane};
 use crate::metrics::CoreMetrics;
 use crate::protocol::{
-    Arrival, ChunkFacts, CloseReason, ClosedBy, Delivered, RelayOutcome, StreamId, Targets, Ticket,
-    WriteNotice,
+    Arrival, ChunkFacts, CloseReason, ClosedBy, Delivered, RelayOutcome, RelayReply, StreamId,
+    Targets, Ticket, WriteNotice,
 };
 
-/// Makes the frame of a relayed service chunk under a candidate admin stream's challenge
+/// Makes the frame of a relayed service chunk under the chosen admin stream's challenge
 /// (docs/PROTOCOL.md W5); built by the carrier that read the request, run on the home core.
 pub struct RelayFrames(pub Box<dyn Fn(&Hash) -> Frame + Send>);
 
@@ -94,13 +94,13 @@ pub enum HomeMsg {
     },
     /// The stream ended for a reason the machine did not decide.
     Closed { stream: StreamId, cause: ClosedBy },
-    /// W5: a service chunk for the cohort `key`, outside any stream; the outcome goes back
-    /// to core `reply_core` as relay `relay`.
+    /// W5: a service chunk for the cohort `key`, outside any stream, signed under the admin
+    /// stream challenge `named` if the POST names one; the outcome goes back to `reply`.
     Relay {
         key: CohortKey,
+        named: Option<Hash>,
         frames: RelayFrames,
-        reply_core: usize,
-        relay: u64,
+        reply: RelayReply,
     },
     /// A frame sent with a notice is on the wire.
     Written {

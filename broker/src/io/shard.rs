@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use bps_proto::CohortKey;
+use bps_proto::{CohortKey, Hash};
 use bps_verify::VerifyRequest;
 use bps_verify::verifier::Verifier;
 use bytes::Bytes;
@@ -53,8 +53,8 @@ use super::port::{Closing, Port};
 use super::router::{HomeMsg, OwnerMsg, RelayFrames, VerifyDone};
 use super::ws::{Renditions, single};
 use crate::protocol::{
-    Action, ChunkFacts, CloseReason, ClosedBy, Delivered, Machine, Millis, StreamId, Targets,
-    Ticket, WriteNotice,
+    Action, ChunkFacts, CloseReason, ClosedBy, Delivered, Machine, Millis, RelayOutcome,
+    RelayReply, StreamId, Targets, Ticket, WriteNotice,
 };
 
 /// Home and owner messages one turn takes at most, each, before the other tasks run.
@@ -320,38 +320,50 @@ impl Shard {
                 }
                 HomeMsg::Relay {
                     key,
+                    named,
                     frames,
-                    reply_core,
-                    relay,
-                } => self.relay(now, &key, &frames, (reply_core, relay)),
+                    reply,
+                } => self.relay(now, (&key, named.as_ref()), &frames, reply),
             }
             self.execute();
             self.current_read_at.set(None);
         }
     }
 
-    /// W5: a service chunk posted for a cohort of this core; its signature is checked here
-    /// at once (a POST is rare and holds no read credit), and the outcome goes back.
+    /// W5: a service chunk posted for a cohort of this core. Its one signature check, if
+    /// the machine asks for it, goes to the pool like a stream frame's; the outcome goes back
+    /// now when no check is needed, else when the result is applied (`Action::Relayed`).
     fn relay(
         &self,
         now: Millis,
-        key: &CohortKey,
+        target: (&CohortKey, Option<&Hash>),
         frames: &RelayFrames,
-        (reply_core, relay): (usize, u64),
+        reply: RelayReply,
     ) {
-        let outcome = self.machine.borrow_mut().on_relay(
+        let decided = self.machine.borrow_mut().on_relay(
             now,
-            key,
+            target,
             &mut |challenge| (frames.0)(challenge),
-            &mut |request| bps_verify::verify(request),
+            reply,
         );
         self.execute();
-        if reply_core == self.link.core {
-            self.link.relayed(relay, outcome);
+        if let Some(outcome) = decided {
+            self.answer_relay(reply, outcome);
+        }
+    }
+
+    /// The outcome of a relay, to the core that holds its POST.
+    fn answer_relay(&self, reply: RelayReply, outcome: RelayOutcome) {
+        if reply.core == self.link.core {
+            self.link.relayed(reply.relay, outcome);
         } else {
-            self.link
-                .router
-                .to_owner(reply_core, OwnerMsg::Relayed { relay, outcome });
+            self.link.router.to_owner(
+                reply.core,
+                OwnerMsg::Relayed {
+                    relay: reply.relay,
+                    outcome,
+                },
+            );
         }
     }
 
@@ -448,6 +460,7 @@ impl Shard {
                     facts,
                 } => self.deliver(frame, targets, facts),
                 Action::Verify { ticket, request } => self.verify(ticket, request),
+                Action::Relayed { reply, outcome } => self.answer_relay(reply, outcome),
                 Action::Consumed { stream } => self.consumed(stream),
                 Action::Close { stream, reason } => {
                     let owner = usize::from(stream.core());

@@ -10,7 +10,7 @@ use super::driver::{
 };
 use crate::{
     Action, Arrival, CloseReason, Counter, FullCause, ProtocolConfig, RejectCause, RelayOutcome,
-    Violation, WrongStream,
+    RelayReply, Violation, WrongStream,
 };
 
 /// A W11 session: the addr is what the broker drew for it.
@@ -251,18 +251,53 @@ impl Posted {
     }
 }
 
-fn relay(rig: &mut Rig, spec: &bps_proto::Spec, posted: &Posted) -> RelayOutcome {
+/// Relays `posted` (naming `named` as its challenge, if given) and runs its signature check:
+/// the outcome, and what else the machine did, in order.
+fn relay_named(
+    rig: &mut Rig,
+    spec: &bps_proto::Spec,
+    posted: &Posted,
+    named: Option<&Hash>,
+) -> (RelayOutcome, Vec<Action>) {
     let now = rig.now;
-    rig.machine.on_relay(
+    let reply = RelayReply { core: 0, relay: 7 };
+    let decided = rig.machine.on_relay(
         now,
-        &spec.key(),
+        (&spec.key(), named),
         &mut |challenge| posted.frame_for(challenge),
-        &mut |request| bps_verify::verify(request),
-    )
+        reply,
+    );
+    let before = rig.verifications;
+    let drained = rig.drain();
+    let actions = rig.run_verifications(drained);
+    let checks = rig.verifications - before;
+    assert!(checks <= 1, "one relay, {checks} signature checks");
+    let mut outcome = decided;
+    let mut rest = Vec::new();
+    for action in actions {
+        match action {
+            Action::Relayed {
+                reply: got,
+                outcome: relayed,
+            } => {
+                assert_eq!(got, reply);
+                assert!(outcome.is_none(), "one outcome per relay");
+                outcome = Some(relayed);
+            }
+            other => rest.push(other),
+        }
+    }
+    (outcome.expect("every relay gets its outcome"), rest)
+}
+
+fn relay(rig: &mut Rig, spec: &bps_proto::Spec, posted: &Posted) -> RelayOutcome {
+    let (outcome, rest) = relay_named(rig, spec, posted, None);
+    assert_eq!(rest, vec![], "the relay did nothing else");
+    outcome
 }
 
 #[test]
-fn w5_a_roster_posted_for_the_cohort_is_relayed_on_the_admin_stream_it_was_signed_on() {
+fn w5_a_roster_is_relayed_on_the_one_admin_stream_it_names_or_the_claimed_one() {
     let mut rig = Rig::new();
     let spec = explicit(1, &key(1), false);
     let early = rig.joined(key(1), &spec, sid(1), peer(1));
@@ -270,23 +305,66 @@ fn w5_a_roster_posted_for_the_cohort_is_relayed_on_the_admin_stream_it_was_signe
     let member = SigningKey::from_bytes(&[7; 32]).expect("key").address();
     rig.joined(key(3), &spec, sid(3), peer(3));
     rig.drain();
-    // Signed under the second admin stream's challenge: the first one's check fails.
     let posted = Posted::signed(&late, Kind::Roster, 0, &bps_proto::encode_roster(&[member]));
-    assert_eq!(relay(&mut rig, &spec, &posted), RelayOutcome::Accepted);
-    let actions = rig.drain();
+    // Two pending admin streams and no name: no guess, no signature check.
+    assert_eq!(
+        relay(&mut rig, &spec, &posted),
+        RelayOutcome::Unnamed { pending: 2 }
+    );
+    assert_eq!(rig.verifications, 0);
+    // A challenge no admin stream has.
+    assert_eq!(
+        relay_named(&mut rig, &spec, &posted, Some(&[9; 32])).0,
+        RelayOutcome::NoAdminStream
+    );
+    // Named: one check, on the second admin stream, whose challenge it was signed under.
+    let (outcome, actions) = relay_named(&mut rig, &spec, &posted, Some(&late.challenge));
+    assert_eq!(outcome, RelayOutcome::Accepted);
     let delivered = posted.frame_for(&late.challenge);
     assert_eq!(actions, vec![deliver(delivered.bytes(), &[sid(3)])]);
     assert_eq!(rig.role_of(&spec, sid(2)), Some("publisher"));
-    // The same chunk again is a retransmit; nothing is consumed or closed either way.
+    assert_eq!(rig.verifications, 1);
+    // Unnamed now goes to the claimed stream: the same chunk is a retransmit there, known
+    // without a check; nothing is consumed or closed either way.
     assert_eq!(
         relay(&mut rig, &spec, &posted),
         RelayOutcome::NotAccepted {
             counter: Counter::Retransmit
         }
     );
+    assert_eq!(rig.verifications, 1);
     assert_eq!(rig.drain(), vec![]);
     assert!(rig.all_consumed());
     assert_eq!(rig.role_of(&spec, early.stream), Some("pending"));
+}
+
+#[test]
+fn w5_an_admin_stream_that_ends_during_the_check_gets_nothing() {
+    let mut rig = Rig::new();
+    let spec = explicit(1, &key(1), false);
+    let admin = rig.joined(key(1), &spec, sid(1), peer(1));
+    rig.joined(key(2), &spec, sid(2), peer(2));
+    rig.drain();
+    let posted = Posted::signed(&admin, Kind::Eos, 0, &[]);
+    let reply = RelayReply { core: 1, relay: 3 };
+    let decided = rig.machine.on_relay(
+        rig.now,
+        (&spec.key(), None),
+        &mut |challenge| posted.frame_for(challenge),
+        reply,
+    );
+    assert_eq!(decided, None, "a signature check is asked for");
+    let verify = rig.drain();
+    rig.closed(sid(1), crate::ClosedBy::Peer);
+    let actions = rig.run_verifications(verify);
+    assert_eq!(
+        actions,
+        vec![Action::Relayed {
+            reply,
+            outcome: RelayOutcome::NoAdminStream
+        }]
+    );
+    assert_eq!(rig.machine.cohort_count(), 1, "the EOS ended nothing");
 }
 
 #[test]
@@ -305,13 +383,13 @@ fn w5_a_relay_needs_a_live_cohort_and_a_live_admin_stream() {
 }
 
 #[test]
-fn w5_an_invalid_post_is_counted_and_punishes_nobody() {
+fn w5_an_invalid_post_is_counted_and_closes_nothing() {
     let mut rig = Rig::new();
     let spec = explicit(1, &key(1), false);
     let admin = rig.joined(key(1), &spec, sid(1), peer(1));
     rig.joined(key(2), &spec, sid(2), peer(2));
     rig.drain();
-    // Signed by someone else than the admin: it validates under no admin stream.
+    // Signed by someone else than the admin: it does not validate on the admin stream.
     let mut forger = rig.joined(key(4), &explicit(5, &key(4), false), sid(4), peer(4));
     forger.challenge = admin.challenge;
     forger.topic = admin.topic;
@@ -346,8 +424,8 @@ fn w5_an_invalid_post_is_counted_and_punishes_nobody() {
     assert_eq!(rig.role_of(&spec, sid(1)), Some("pending"));
     // The admin's own EOS still goes through, and ends the channel (R21).
     let eos = Posted::signed(&admin, Kind::Eos, 0, &[]);
-    assert_eq!(relay(&mut rig, &spec, &eos), RelayOutcome::Accepted);
-    let actions = rig.drain();
+    let (outcome, actions) = relay_named(&mut rig, &spec, &eos, None);
+    assert_eq!(outcome, RelayOutcome::Accepted);
     assert_eq!(
         actions[0],
         deliver(eos.frame_for(&admin.challenge).bytes(), &[sid(2)])

@@ -140,7 +140,8 @@ async fn serve(link: Rc<CoreLink>, port: Rc<Port>, mut stream: TcpStream, proxie
             end(&link, &port);
         }
         Route::Service(topic) => {
-            let response = service::handle(&link, &head, &topic, leftover, &mut stream).await;
+            let response =
+                service::handle(&link, (&head, &topic), port.peer(), leftover, &mut stream).await;
             answer(&link, &mut stream, response).await;
             end(&link, &port);
         }

@@ -5,8 +5,8 @@
 //! trusted proxy, `Origin`, routing and the refusals before the upgrade), `session` (an
 //! upgraded session: reader, writer, keepalive, close handshake), `bridge_session` (what a
 //! SWIP-60 bridge session keeps), `rendition` (what the core queues, framed per receiver
-//! without copying the shared frame), `service` (the W5 POST) and `close` (the table of
-//! close codes).
+//! without copying the shared frame), `service` (the W5 POST), `post_rate` (its rate per
+//! peer) and `close` (the table of close codes).
 //! A session is a stream like a TCP connection: the same port, the same link gates, the same
 //! machine, bounds, counters and drain; only the bytes differ.
 //!
@@ -21,6 +21,7 @@
 mod bridge_session;
 mod close;
 mod connection;
+mod post_rate;
 mod rendition;
 mod service;
 mod session;
@@ -34,6 +35,7 @@ use crate::config::WsConfig;
 pub use bridge_session::BridgeSession;
 pub use close::Farewell;
 pub use connection::{HEAD_BYTES_MAX as WS_HEAD_BYTES_MAX, accept_loop};
+pub use post_rate::POST_RATE_PEERS_MAX;
 pub use rendition::{Renditions, single};
 pub use session::{BRIDGE_MESSAGE_BYTES_MAX, native_message_bytes_max};
 pub use statics::{STATIC_BYTES_MAX, StaticFiles};
@@ -47,6 +49,8 @@ pub struct WsSettings {
     pub idle_deadline_ms: u64,
     /// What `ws.static_dir` holds.
     pub statics: Arc<StaticFiles>,
+    /// W5 POSTs per peer (`ws.service_posts_per_peer_per_s`), shared by every core.
+    pub post_rate: Arc<post_rate::PostRate>,
 }
 
 impl WsSettings {
@@ -57,6 +61,9 @@ impl WsSettings {
             ping_interval_ms: config.ping_interval_ms,
             idle_deadline_ms: config.idle_deadline_ms,
             statics,
+            post_rate: Arc::new(post_rate::PostRate::new(
+                config.service_posts_per_peer_per_s,
+            )),
         }
     }
 }

@@ -1,17 +1,22 @@
 //! W5: `POST /pubsub/{topic}/service`, the admin's ROSTER or EOS outside any session, and
 //! its CORS preflight.
 //!
-//! Owns: reading the body (its `Content-Length` bounded before anything is read), turning
-//! it into a chunk per candidate challenge (the same message a session sends inline, W10),
-//! sending it to the cohort's home core (`CoreLink::relay`) and the answer: 200 accepted,
-//! 400 invalid, 404 no such cohort, 409 no live admin session, 422 valid but not accepted,
-//! 503 when the home core does not answer.
-//! Never does: check the chunk (the machine does, on the admin stream whose challenge it
-//! was signed under) or punish anyone for an invalid one (it was on no stream).
+//! Owns: the POST's rate per peer (`ws.service_posts_per_peer_per_s`, checked before the body
+//! is read: 429 with `Retry-After` beyond it), reading the body (its `Content-Length` bounded
+//! before anything is read), the optional `challenge` parameter naming the admin session it
+//! was signed for, turning it into a chunk under that session's challenge (the same message
+//! a session sends inline, W10), sending it to the cohort's home core (`CoreLink::relay`),
+//! whose one signature check runs on the verification pool, the blocklist strike against the
+//! peer of a POST that does not validate, and the answer: 200 accepted, 400 invalid, 404 no
+//! such cohort, 409 no (such) live admin session or several pending and none named, 422
+//! valid but not accepted, 429 over the rate, 503 when the home core does not answer or this
+//! core has `SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX` relays waiting.
+//! Never does: check the chunk (the machine does, on the admin stream it names) or try it
+//! on more than one admin stream (each try would be a signature check).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use bps_proto::{Frame, Kind};
+use bps_proto::{Frame, Hash, Kind};
 use bps_ws::bridge::INBOUND_BYTES_MAX;
 use bps_ws::{
     Lookup, RequestHead, Response, cors_headers, parse_inbound, parse_spec, parse_topic, preflight,
@@ -22,12 +27,19 @@ use monoio::net::TcpStream;
 
 use super::WsSettings;
 use super::connection::Route;
-use crate::io::link::CoreLink;
+use crate::io::link::{CoreLink, Relayed};
 use crate::io::router::RelayFrames;
-use crate::protocol::RelayOutcome;
+use crate::protocol::{PeerId, RelayOutcome};
 
 /// How long the body of a POST may take to arrive.
 const BODY_READ_DEADLINE: Duration = Duration::from_secs(5);
+
+/// `Retry-After` of a POST over its peer's rate or refused while its core is busy: a bucket
+/// gains a token within a second at any allowed rate.
+const SERVICE_RETRY_AFTER_S: u64 = 1;
+
+/// The query parameter naming the admin session a POST was signed for (its challenge).
+const CHALLENGE_PARAMETER: &str = "challenge";
 
 /// The answer to a request on a service path, or the go-ahead to read a POST.
 pub(super) fn route(settings: &WsSettings, head: &RequestHead, topic: &str) -> Route {
@@ -44,15 +56,23 @@ pub(super) fn route(settings: &WsSettings, head: &RequestHead, topic: &str) -> R
     }
 }
 
-/// Serves one POST: its answer, with the CORS headers its origin gets.
+/// Serves one POST of `peer`: its answer, with the CORS headers its origin gets.
 pub(super) async fn handle(
     link: &CoreLink,
-    head: &RequestHead,
-    topic: &str,
+    (head, topic): (&RequestHead, &str),
+    peer: PeerId,
     leftover: BytesMut,
     stream: &mut TcpStream,
 ) -> Response {
-    let mut response = relay(link, head, topic, leftover, stream).await;
+    let mut response = if link.settings().ws.post_rate.try_take(peer, Instant::now()) {
+        relay(link, head, topic, peer, leftover, stream).await
+    } else {
+        link.metrics().ws.service_posts_limited.inc();
+        retry_later(
+            429,
+            "too many service POSTs from this peer (ws.service_posts_per_peer_per_s)",
+        )
+    };
     let allowed = &link.settings().ws.allowed_origins;
     response
         .headers
@@ -60,10 +80,15 @@ pub(super) async fn handle(
     response
 }
 
+fn retry_later(status: u16, reason: &str) -> Response {
+    Response::error(status, reason).with_header("Retry-After", &SERVICE_RETRY_AFTER_S.to_string())
+}
+
 async fn relay(
     link: &CoreLink,
     head: &RequestHead,
     topic: &str,
+    peer: PeerId,
     leftover: BytesMut,
     stream: &mut TcpStream,
 ) -> Response {
@@ -81,6 +106,11 @@ async fn relay(
             "parameter \"admin\": service chunks are the admin's, and this spec has none",
         );
     }
+    let named = match lookup.get(CHALLENGE_PARAMETER).map(parse_challenge) {
+        None => None,
+        Some(Ok(challenge)) => Some(challenge),
+        Some(Err(response)) => return response,
+    };
     let body = match read_body(head, leftover, stream).await {
         Ok(body) => body,
         Err(response) => return response,
@@ -101,9 +131,51 @@ async fn relay(
         Frame::parse_exact(inbound.to_frame(challenge), usize::MAX)
             .expect("an assembled frame is one whole frame")
     }));
-    match link.relay(spec.key(), frames).await {
-        None => Response::error(503, "the cohort's core did not answer in time"),
-        Some(outcome) => outcome_response(&outcome),
+    match link.relay(spec.key(), named, frames).await {
+        Relayed::Busy => {
+            link.metrics().ws.service_busy.inc();
+            retry_later(503, "too many service POSTs are being relayed; retry")
+        }
+        Relayed::TimedOut => Response::error(503, "the cohort's core did not answer in time"),
+        Relayed::Answered(outcome) => {
+            if matches!(outcome, RelayOutcome::Invalid { .. }) {
+                strike(link, peer);
+            }
+            outcome_response(&outcome)
+        }
+    }
+}
+
+/// `challenge`: the 32-byte challenge of the admin session the chunk was signed under.
+fn parse_challenge(value: &str) -> Result<Hash, Response> {
+    let digits = value
+        .strip_prefix("0x")
+        .or_else(|| value.strip_prefix("0X"))
+        .unwrap_or(value);
+    let mut challenge = [0u8; 32];
+    hex::decode_to_slice(digits, &mut challenge).map_err(|_| {
+        Response::error(
+            400,
+            &format!(
+                "parameter \"{CHALLENGE_PARAMETER}\": {value:?} is not a 32-byte challenge (64 hex digits, 0x optional)"
+            ),
+        )
+    })?;
+    Ok(challenge)
+}
+
+/// A POST that did not validate is a strike against its peer, like a missed Join deadline:
+/// `limits.join_timeouts_per_peer_max` of them within `timeouts.blocklist_join_timeout_ms`
+/// blocklist it (R39).
+fn strike(link: &CoreLink, peer: PeerId) {
+    link.metrics().ws.service_strikes.inc();
+    if let Some(until) = link
+        .shared
+        .ledger
+        .note_join_timeout(peer, link.shared.now())
+    {
+        link.metrics().join_timeout_blocklistings.inc();
+        tracing::info!(%peer, until_ms = until.as_ms(), "peer blocklisted for invalid service POSTs");
     }
 }
 
@@ -111,7 +183,7 @@ fn outcome_response(outcome: &RelayOutcome) -> Response {
     let status = match outcome {
         RelayOutcome::Accepted => 200,
         RelayOutcome::NoCohort => 404,
-        RelayOutcome::NoAdminStream => 409,
+        RelayOutcome::NoAdminStream | RelayOutcome::Unnamed { .. } => 409,
         RelayOutcome::Invalid { .. } => 400,
         RelayOutcome::NotAccepted { .. } => 422,
     };
