@@ -27,6 +27,8 @@
 //! - W5 service POSTs: the relays waiting for their one signature check
 //!   (`SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX` per core, each a body, its assembled frame and
 //!   a verification job) and the per-peer rate table (`POST_RATE_PEERS_MAX` buckets);
+//! - WebSocket refusals at accept: `REFUSALS_IN_FLIGHT_PER_CORE_MAX` answers per core, each
+//!   its task, its answer and its linger buffer;
 //! - cohorts: cursor tables, dedup windows and rosters, `limits.cohorts_max` of them;
 //! - history (D11): the entries of every cohort's ring, and the backlog every connection may
 //!   hold unwritten (one at most, `limits.history_frames_max` handles). The retained frames
@@ -125,6 +127,10 @@ pub fn ws_connection_bytes(frame_bytes_max: usize, write_batch_frames_max: usize
 
 /// One bucket of the W5 rate table: the peer, its tokens and time, the hash slot.
 pub const POST_RATE_ENTRY_BYTES: u64 = 64;
+
+/// One refusal answer of the WebSocket listener in flight: its task, the answer's bytes and
+/// the buffer its linger reads into.
+pub const WS_REFUSAL_BYTES: u64 = 8 << 10;
 
 /// A WebSocket session's own state: its bridge session, keepalive task and decoder.
 pub const WS_SESSION_STATE_BYTES: u64 = 1 << 10;
@@ -317,6 +323,15 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
                     * to_u64(crate::config::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX)
                     * (FRAME_IN_FLIGHT_BYTES + 2 * to_u64(bps_ws::bridge::INBOUND_BYTES_MAX))
                     + to_u64(crate::io::POST_RATE_PEERS_MAX) * POST_RATE_ENTRY_BYTES
+            } else {
+                0
+            },
+        },
+        Term {
+            name: "WebSocket refusals",
+            keys: "ws.enabled, server.cores (fixed per core)",
+            bytes: if config.ws.enabled {
+                cores * crate::io::REFUSALS_IN_FLIGHT_PER_CORE_MAX * WS_REFUSAL_BYTES
             } else {
                 0
             },

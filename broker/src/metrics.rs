@@ -280,6 +280,14 @@ pub struct WsMetrics {
     pub service_busy: Counter,
     /// W5 POSTs that did not validate, each a blocklist strike against its peer.
     pub service_strikes: Counter,
+    /// Refusal answers at accept being written (bounded by `REFUSALS_IN_FLIGHT_PER_CORE_MAX`).
+    pub refusals_in_flight: Gauge,
+    /// Connections refused at accept and closed at once, without an answer: no refusal slot
+    /// was free (the core's bound, `limits.connections_max` or the peer's pre-Join cap).
+    pub refusals_closed: Counter,
+    /// Connections closed because their request head did not arrive within
+    /// `HEAD_READ_DEADLINE` (no blocklist strike).
+    pub head_timeouts: Counter,
 }
 
 /// The instruments of one core. Shared by `Arc` with the scraper; only the owning core writes.
@@ -1194,6 +1202,15 @@ fn render_ws(out: &mut String, cores: &[Arc<CoreMetrics>]) {
     );
     let total = sum(&|core| core.ws.static_in_flight.get());
     line(out, name, &[], &total.to_string());
+    let name = "bps_ws_refusals_in_flight";
+    family(
+        out,
+        name,
+        "gauge",
+        "Refusal answers of the WebSocket listener being written at accept.",
+    );
+    let total = sum(&|core| core.ws.refusals_in_flight.get());
+    line(out, name, &[], &total.to_string());
     let name = "bps_ws_static_busy_total";
     family(
         out,
@@ -1218,6 +1235,16 @@ fn render_ws(out: &mut String, cores: &[Arc<CoreMetrics>]) {
             "bps_ws_service_strikes_total",
             "W5 POSTs that did not validate, each a blocklist strike against its peer.",
             |core| core.ws.service_strikes.get(),
+        ),
+        (
+            "bps_ws_refusals_closed_total",
+            "Connections refused at accept and closed at once, no refusal answer slot being free.",
+            |core| core.ws.refusals_closed.get(),
+        ),
+        (
+            "bps_ws_head_timeouts_total",
+            "Connections closed, without a blocklist strike, for sending no request head in time.",
+            |core| core.ws.head_timeouts.get(),
         ),
     ] {
         family(out, name, "counter", help);

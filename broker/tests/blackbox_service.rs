@@ -127,9 +127,15 @@ fn one_post_costs_one_verification_however_many_streams_declare_the_admin() {
     // Naming no admin session while several are pending: no guess, no check, 409.
     let before = broker.metric("bps_verify_requests_total");
     let (status, answer) = post(&broker, attacker, &service_target(&spec, ""), &forged);
+    let checks = broker.metric("bps_verify_requests_total") - before;
+    assert_eq!(
+        checks,
+        0,
+        "an unnamed forged POST cost {checks} signature checks with {} streams declaring the admin",
+        DECOY_STREAMS + 1
+    );
     assert_eq!(status, 409, "{answer}");
     assert!(answer.contains("challenge"), "{answer}");
-    assert_eq!(broker.metric("bps_verify_requests_total"), before);
     // Naming one (the attacker may know any of the challenges): one check, on the pool.
     let named = format!("&challenge={}", hex::encode(challenge));
     for round in 1..=2 {

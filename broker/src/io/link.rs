@@ -252,11 +252,27 @@ impl CoreLink {
         }
         self.ports.borrow_mut().insert(stream, Rc::clone(&port));
         self.metrics.accepted(transport);
-        let deadline = self.now().plus_ms(settings.join_deadline_ms);
-        self.join_deadlines.borrow_mut().push(deadline, stream);
+        // A WebSocket connection is no pre-Join stream until it upgrades (`await_join`): a
+        // plain HTTP request on it has its own head deadline, and misses no Join.
+        if transport != Transport::WebSocket {
+            self.await_join(&port);
+        }
+        port
+    }
+
+    /// Starts `port`'s Join deadline (`server.join_deadline_ms`, a missed one counts towards
+    /// the blocklist): at accept for TCP, at the upgrade for WebSocket.
+    pub fn await_join(&self, port: &Port) {
+        let deadline = self.now().plus_ms(self.settings().join_deadline_ms);
+        self.join_deadlines.borrow_mut().push(deadline, port.id);
         // The loop may be parked on a later timer (or none): it re-arms at its next turn.
         self.router.inbound().doorbell.ring();
-        port
+    }
+
+    /// A WebSocket connection routed to a plain HTTP answer: it will send no Join, so its
+    /// pre-Join slot goes back to its peer now.
+    pub fn routed(&self, port: &Port) {
+        self.release_prejoin(port);
     }
 
     fn admission(&self, peer: PeerId) -> Result<(), Refusal> {

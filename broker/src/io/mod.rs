@@ -74,8 +74,8 @@ pub use outbound::QUEUE_SLACK_FACTOR;
 pub use outgoing::PREFIX_BYTES_MAX;
 pub use read_buffer::READ_BUFFER_IDLE_BYTES;
 pub use ws::{
-    BRIDGE_MESSAGE_BYTES_MAX, POST_RATE_PEERS_MAX, STATIC_BYTES_MAX, WS_HEAD_BYTES_MAX,
-    native_message_bytes_max,
+    BRIDGE_MESSAGE_BYTES_MAX, POST_RATE_PEERS_MAX, REFUSALS_IN_FLIGHT_PER_CORE_MAX,
+    STATIC_BYTES_MAX, WS_HEAD_BYTES_MAX, native_message_bytes_max,
 };
 
 /// Environment variable (debug builds only) that makes one core panic shortly after start,

@@ -1,18 +1,24 @@
 //! One connection to the WebSocket listener, up to the point where it is a session or has
 //! had its HTTP answer.
 //!
-//! Owns: admission at accept (answered with an HTTP status when refused, W10), the request
-//! head (bounded in bytes and headers, within the Join deadline), the peer a trusted reverse
+//! Owns: admission at accept (answered with an HTTP status when refused, W10, within
+//! `REFUSALS_IN_FLIGHT_PER_CORE_MAX` answers per core, each counted against
+//! `limits.connections_max` and its peer's pre-Join cap while it holds its descriptor, else
+//! closed at once like TCP's), the request head (bounded in bytes and headers, within
+//! `HEAD_READ_DEADLINE`: a connection is no pre-Join stream until it upgrades, and one routed
+//! to a plain HTTP answer gives its pre-Join slot back), the peer a trusted reverse
 //! proxy names (`Forwarded`, `X-Forwarded-For`; the walk is `bps_ws::forwarded`), the
 //! `Origin` check, the routing of the request (the native endpoint, the bridge, the W5
 //! service POST and its preflight, the static files), the answers that refuse before the
 //! upgrade, and the writing of a static file's answer (its shared head and body in one
-//! vectored write, `STATIC_IN_FLIGHT_PER_CORE_MAX` of them per core, 503 beyond).
+//! vectored write, `STATIC_IN_FLIGHT_PER_CORE_MAX` of them per core, 503 beyond); every
+//! answer's write deadline is its size at `ANSWER_MIN_RATE_BYTES_PER_S`.
 //! Never does: frame WebSocket messages (`session`) or judge a chunk (the machine).
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bps_ws::{
     BridgeParams, FORWARDED, Lookup, RequestHead, Response, X_FORWARDED_FOR, check_upgrade,
@@ -31,6 +37,7 @@ use crate::io::link::{CoreLink, Refusal};
 use crate::io::outgoing::Outgoing;
 use crate::io::port::{Framing, Port, Transport};
 use crate::io::tcp;
+use crate::protocol::PeerId;
 
 /// Bytes of a request head read at most: a browser's upgrade request is about 500 bytes,
 /// cookies of the page's origin may add a few KiB (nginx's default bound is 8 KiB too).
@@ -41,8 +48,25 @@ pub const HEADERS_MAX: usize = 64;
 pub const NATIVE_PATH: &str = "/bps/v1";
 /// The prefix of the bridge's paths (W1, W5, W8).
 pub const BRIDGE_PREFIX: &str = "/pubsub/";
-/// How long an HTTP answer may take to write before the connection is dropped.
-const ANSWER_WRITE_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a request head may take to arrive: a browser sends its request as soon as it
+/// has connected, so a connection without one by then is an idle speculative socket or a
+/// trickler. It is closed without a blocklist strike (honest browsers open such sockets).
+const HEAD_READ_DEADLINE: Duration = Duration::from_secs(5);
+/// The slowest rate an HTTP answer (a static file, a refusal, the `101`) is written at: a
+/// poor mobile link still reads this fast, and a reader slower than this only holds a
+/// connection. An answer's write deadline is its size at this rate plus `ANSWER_WRITE_BASE`.
+const ANSWER_MIN_RATE_BYTES_PER_S: u64 = 16 * 1024;
+/// What an answer's write may take besides its bytes at the minimum rate: a few round trips
+/// of a slow link before the first bytes are acknowledged.
+const ANSWER_WRITE_BASE: Duration = Duration::from_secs(1);
+/// Refusal answers at accept being written at once on one core: each holds a descriptor for
+/// up to its write deadline and `REFUSAL_LINGER`; beyond this a refused connection is closed
+/// at once, like TCP's, so a flood of refused connections holds a few descriptors at most.
+pub const REFUSALS_IN_FLIGHT_PER_CORE_MAX: u64 = 16;
+/// How long a refused connection is read after its answer, so that the request bytes it
+/// sent do not turn the close into a reset that loses the answer; short, since a refused
+/// peer is owed nothing more.
+const REFUSAL_LINGER: Duration = Duration::from_millis(250);
 
 /// Accepts until a drain shuts the listener.
 pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
@@ -51,7 +75,8 @@ pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
         tcp::accept_next(&link, &listener, "WebSocket accept failed").await
     {
         if link.draining() {
-            monoio::spawn(refuse(Rc::clone(&link), stream, Refusal::Draining));
+            let proxied = link.settings().ws.trusted_proxies.contains(addr.ip());
+            refuse(&link, stream, (addr, proxied), Refusal::Draining);
             return;
         }
         start(&link, stream, addr);
@@ -71,10 +96,92 @@ fn start(link: &Rc<CoreLink>, stream: TcpStream, addr: SocketAddr) {
             tcp::configure(&stream, link.settings());
             monoio::spawn(serve(Rc::clone(link), port, stream, proxied));
         }
-        Err(refusal) => {
-            monoio::spawn(refuse(Rc::clone(link), stream, refusal));
-        }
+        Err(refusal) => refuse(link, stream, (addr, proxied), refusal),
     }
+}
+
+/// A connection refused at accept: answered with its status while a `RefusalSlot` is free
+/// (W10), else closed at once, counted.
+fn refuse(
+    link: &Rc<CoreLink>,
+    stream: TcpStream,
+    (addr, proxied): (SocketAddr, bool),
+    refusal: Refusal,
+) {
+    // A proxy's connection names its peer only in its request, which a refusal never reads.
+    let peer = (!proxied).then(|| PeerId::of(addr.ip()));
+    match RefusalSlot::take(link, peer) {
+        Some(slot) => {
+            monoio::spawn(answer_refusal(stream, refusal, slot));
+        }
+        None => link.metrics().ws.refusals_closed.inc(),
+    }
+}
+
+/// One refusal answer in flight: until it is dropped it counts against
+/// `REFUSALS_IN_FLIGHT_PER_CORE_MAX`, `limits.connections_max` and (for a direct peer) the
+/// peer's pre-Join cap, since it holds a descriptor like an admitted connection.
+struct RefusalSlot {
+    link: Rc<CoreLink>,
+    peer: Option<PeerId>,
+}
+
+impl RefusalSlot {
+    fn take(link: &Rc<CoreLink>, peer: Option<PeerId>) -> Option<RefusalSlot> {
+        let metrics = link.metrics();
+        if metrics.ws.refusals_in_flight.get() >= REFUSALS_IN_FLIGHT_PER_CORE_MAX {
+            return None;
+        }
+        let shared = &link.shared;
+        if shared.connections.fetch_add(1, Ordering::Relaxed) >= link.settings().connections_max {
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        if let Some(peer) = peer
+            && !shared.ledger.try_enter_prejoin(peer)
+        {
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        metrics.ws.refusals_in_flight.inc();
+        Some(RefusalSlot {
+            link: Rc::clone(link),
+            peer,
+        })
+    }
+}
+
+impl Drop for RefusalSlot {
+    fn drop(&mut self) {
+        let shared = &self.link.shared;
+        if let Some(peer) = self.peer {
+            shared.ledger.leave_prejoin(peer);
+        }
+        shared.connections.fetch_sub(1, Ordering::Relaxed);
+        self.link.metrics().ws.refusals_in_flight.dec();
+    }
+}
+
+/// Writes a refusal's status and closes, lingering `REFUSAL_LINGER` at most.
+async fn answer_refusal(mut stream: TcpStream, refusal: Refusal, slot: RefusalSlot) {
+    let response = refusal_response(refusal);
+    slot.link.metrics().ws_http_answer(response.status);
+    let bytes = response.to_bytes();
+    let deadline = write_deadline(bytes.len());
+    let written = monoio::time::timeout(deadline, stream.write_all(bytes)).await;
+    if matches!(written, Ok((Ok(_), _))) {
+        let _ = stream.shutdown().await;
+        let _ = monoio::time::timeout(REFUSAL_LINGER, session::linger(&mut stream)).await;
+    }
+    drop(slot);
+}
+
+/// How long an answer of `bytes` may take to write: `ANSWER_WRITE_BASE`, plus its size at
+/// `ANSWER_MIN_RATE_BYTES_PER_S`.
+fn write_deadline(bytes: usize) -> Duration {
+    let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+    ANSWER_WRITE_BASE
+        + Duration::from_millis(bytes.saturating_mul(1000) / ANSWER_MIN_RATE_BYTES_PER_S)
 }
 
 /// The status of a refusal at accept (W10).
@@ -89,16 +196,13 @@ fn refusal_response(refusal: Refusal) -> Response {
     }
 }
 
-async fn refuse(link: Rc<CoreLink>, mut stream: TcpStream, refusal: Refusal) {
-    answer(&link, &mut stream, refusal_response(refusal)).await;
-}
-
 /// Writes an HTTP answer and closes: the write side first, then what the client still
 /// sends is read briefly, so the answer is not lost to a reset.
 pub async fn answer(link: &CoreLink, stream: &mut TcpStream, response: Response) {
     link.metrics().ws_http_answer(response.status);
     let bytes = response.to_bytes();
-    let written = monoio::time::timeout(ANSWER_WRITE_DEADLINE, stream.write_all(bytes)).await;
+    let deadline = write_deadline(bytes.len());
+    let written = monoio::time::timeout(deadline, stream.write_all(bytes)).await;
     if matches!(written, Ok((Ok(_), _))) {
         let _ = stream.shutdown().await;
         session::linger(stream).await;
@@ -106,22 +210,26 @@ pub async fn answer(link: &CoreLink, stream: &mut TcpStream, response: Response)
 }
 
 /// Reads the request head and routes the request; the port ends here unless it became a
-/// session.
+/// session. Until it upgrades, the connection is no pre-Join stream: its head has
+/// `HEAD_READ_DEADLINE`, missing it is no blocklist strike, and a request routed to a plain
+/// HTTP answer gives its pre-Join slot back before the answer is written.
 async fn serve(link: Rc<CoreLink>, port: Rc<Port>, mut stream: TcpStream, proxied: bool) {
-    let started = Instant::now();
-    let deadline = Duration::from_millis(link.settings().join_deadline_ms);
-    let head = monoio::time::timeout(deadline, read_head(&mut stream)).await;
+    let head = monoio::time::timeout(HEAD_READ_DEADLINE, read_head(&mut stream)).await;
     let (head, leftover) = match head {
         Ok(Ok(Some(parsed))) => parsed,
         Ok(Ok(None)) => return end(&link, &port),
         Ok(Err(response)) => {
+            link.routed(&port);
             answer(&link, &mut stream, response).await;
             return end(&link, &port);
         }
-        // The Join deadline: the link resets the port and counts it.
-        Err(_) => return end(&link, &port),
+        Err(_) => {
+            link.metrics().ws.head_timeouts.inc();
+            return end(&link, &port);
+        }
     };
     if link.draining() {
+        link.routed(&port);
         answer(&link, &mut stream, refusal_response(Refusal::Draining)).await;
         return end(&link, &port);
     }
@@ -131,21 +239,24 @@ async fn serve(link: Rc<CoreLink>, port: Rc<Port>, mut stream: TcpStream, proxie
     }
     match route(&link, &head) {
         Route::Answer(response) => {
+            link.routed(&port);
             answer(&link, &mut stream, response).await;
             end(&link, &port);
         }
         Route::Static { status, head, body } => {
-            let left = deadline.saturating_sub(started.elapsed());
-            answer_static(&link, &mut stream, (status, head, body), left).await;
+            link.routed(&port);
+            answer_static(&link, &mut stream, (status, head, body)).await;
             end(&link, &port);
         }
         Route::Service(topic) => {
+            link.routed(&port);
             let response =
                 service::handle(&link, (&head, &topic), port.peer(), leftover, &mut stream).await;
             answer(&link, &mut stream, response).await;
             end(&link, &port);
         }
         Route::Upgrade { accept, endpoint } => {
+            link.await_join(&port);
             upgrade(link, port, stream, (accept, leftover), endpoint).await;
         }
     }
@@ -223,8 +334,7 @@ fn static_file(settings: &super::WsSettings, head: &RequestHead) -> Route {
     }
 }
 
-/// Writes a static file's answer within `left` (what remains of the Join deadline: a
-/// connection without a Join lives that long, whatever it asked for), and closes. At
+/// Writes a static file's answer within its `write_deadline`, and closes. At
 /// `STATIC_IN_FLIGHT_PER_CORE_MAX` answers in flight on this core it answers 503 with
 /// `Retry-After` instead, counted. An answer is in flight until its connection is done with,
 /// linger included, since until then the kernel may still hold the file's bytes.
@@ -232,7 +342,6 @@ async fn answer_static(
     link: &CoreLink,
     stream: &mut TcpStream,
     (status, head, body): (u16, Bytes, Bytes),
-    left: Duration,
 ) {
     let metrics = link.metrics();
     if metrics.ws.static_in_flight.get() >= STATIC_IN_FLIGHT_PER_CORE_MAX {
@@ -243,10 +352,11 @@ async fn answer_static(
     }
     let _in_flight = InFlight::start(&metrics.ws.static_in_flight);
     metrics.ws_http_answer(status);
+    let deadline = write_deadline(head.len() + body.len());
     let mut batch = IoBatch::with_capacity(2);
     batch.push_control(Outgoing::bare(head));
     batch.push_control(Outgoing::bare(body));
-    let written = monoio::time::timeout(left, write_batch(stream, batch)).await;
+    let written = monoio::time::timeout(deadline, write_batch(stream, batch)).await;
     if matches!(written, Ok(true)) {
         let _ = stream.shutdown().await;
         session::linger(stream).await;
@@ -315,7 +425,8 @@ async fn upgrade(
     endpoint: Endpoint,
 ) {
     let response = switching_protocols(&accept);
-    let written = monoio::time::timeout(ANSWER_WRITE_DEADLINE, stream.write_all(response)).await;
+    let deadline = write_deadline(response.len());
+    let written = monoio::time::timeout(deadline, stream.write_all(response)).await;
     if !matches!(written, Ok((Ok(_), _))) {
         return end(&link, &port);
     }

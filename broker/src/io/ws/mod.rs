@@ -34,7 +34,9 @@ use crate::config::WsConfig;
 
 pub use bridge_session::BridgeSession;
 pub use close::Farewell;
-pub use connection::{HEAD_BYTES_MAX as WS_HEAD_BYTES_MAX, accept_loop};
+pub use connection::{
+    HEAD_BYTES_MAX as WS_HEAD_BYTES_MAX, REFUSALS_IN_FLIGHT_PER_CORE_MAX, accept_loop,
+};
 pub use post_rate::POST_RATE_PEERS_MAX;
 pub use rendition::{Renditions, single};
 pub use session::{BRIDGE_MESSAGE_BYTES_MAX, native_message_bytes_max};
