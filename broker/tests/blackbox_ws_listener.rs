@@ -36,7 +36,7 @@ const SLOW_READ_BYTES: usize = 64 << 10;
 const SLOW_READ_PAUSE: Duration = Duration::from_millis(250);
 /// The slow reader's receive buffer: a few reads' worth, so the broker writes at its pace
 /// (a buffer below one loopback segment would stall the connection in zero-window probes).
-const SLOW_RCVBUF_BYTES: usize = 128 << 10;
+const SLOW_RCVBUF_BYTES: usize = 32 << 10;
 /// The receive buffer of a client that reads slowly or not at all.
 const SMALL_RCVBUF_BYTES: usize = 4096;
 /// How long the broker may take to close a stalled head: its head deadline (5 s) with room
