@@ -41,6 +41,10 @@
 use std::fmt;
 
 use crate::config::BrokerConfig;
+use crate::limits::{
+    BRIDGE_MESSAGE_BYTES_MAX, LOG_BUFFERED_LINES_MAX, PREFIX_BYTES_MAX, QUEUE_SLACK_FACTOR,
+    READ_BUFFER_IDLE_BYTES, STATIC_BYTES_MAX, WS_HEAD_BYTES_MAX, native_message_bytes_max,
+};
 
 /// The process before any connection: heap of the runtimes and pools, io_uring rings,
 /// touched thread stacks, the binary's own pages.
@@ -106,17 +110,16 @@ pub const SERIES_LINES_PER_CORE: u64 = 200;
 pub const ADMIN_BYTES: u64 = 16 << 20;
 
 /// Log lines the non-blocking writer buffers at most, and their largest size.
-pub const LOG_BUFFER_BYTES: u64 = crate::lifecycle::LOG_BUFFERED_LINES_MAX as u64 * 1024;
+pub const LOG_BUFFER_BYTES: u64 = LOG_BUFFERED_LINES_MAX as u64 * 1024;
 
 /// What a WebSocket connection may hold beyond a TCP one: its request head while it is
 /// read, the message its decoder assembles (a frame, or the largest bridge message), the
 /// inline headers of its write batch, and the session's own state.
 pub fn ws_connection_bytes(frame_bytes_max: usize, write_batch_frames_max: usize) -> u64 {
-    let message = crate::io::native_message_bytes_max(frame_bytes_max)
-        .max(crate::io::BRIDGE_MESSAGE_BYTES_MAX);
-    to_u64(crate::io::WS_HEAD_BYTES_MAX)
+    let message = native_message_bytes_max(frame_bytes_max).max(BRIDGE_MESSAGE_BYTES_MAX);
+    to_u64(WS_HEAD_BYTES_MAX)
         + to_u64(message)
-        + to_u64(write_batch_frames_max) * to_u64(crate::io::PREFIX_BYTES_MAX)
+        + to_u64(write_batch_frames_max) * to_u64(PREFIX_BYTES_MAX)
         + WS_SESSION_STATE_BYTES
 }
 
@@ -233,12 +236,11 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
     let limits = &config.limits;
     let server = &config.server;
     let connections = to_u64(limits.connections_max);
-    let queue_slots = to_u64(limits.outbound_queue_frames_max)
-        * to_u64(crate::io::QUEUE_SLACK_FACTOR)
+    let queue_slots = to_u64(limits.outbound_queue_frames_max) * to_u64(QUEUE_SLACK_FACTOR)
         + to_u64(server.write_batch_frames_max);
     let frames_in_flight = cores * to_u64(limits.frames_in_flight_per_core_max);
     let frame_memory = to_u64(limits.frame_memory_bytes_max);
-    let idle_read = to_u64(crate::io::READ_BUFFER_IDLE_BYTES);
+    let idle_read = to_u64(READ_BUFFER_IDLE_BYTES);
     let cohorts = to_u64(limits.cohorts_max);
     let cohort_bytes = COHORT_STATE_BYTES
         + to_u64(limits.cursors_per_cohort_max) * CURSOR_ENTRY_BYTES
@@ -297,7 +299,7 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
                     + if config.ws.static_dir.is_empty() {
                         0
                     } else {
-                        crate::io::STATIC_BYTES_MAX
+                        STATIC_BYTES_MAX
                     }
             } else {
                 0

@@ -5,6 +5,8 @@
 //! Never does: protocol rules; every protocol decision is `bps_core::Machine`'s.
 
 pub mod io;
+pub mod labels;
+pub mod limits;
 
 pub use bps_core as protocol;
 

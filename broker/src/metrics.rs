@@ -26,8 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::budget::MemoryBudget;
-use crate::io::link::Refusal;
-use crate::io::port::Transport;
+use crate::labels::{Refusal, Transport};
 use crate::protocol::counters::{
     CohortCounters, CohortLabel, Counter as ProtocolCounter, CounterRegistry,
 };

@@ -70,13 +70,6 @@ use link::CoreLink;
 use router::{CoreLanes, VerifyDone};
 use shard::Shard;
 
-pub use outbound::QUEUE_SLACK_FACTOR;
-pub use outgoing::PREFIX_BYTES_MAX;
-pub use read_buffer::READ_BUFFER_IDLE_BYTES;
-pub use ws::{
-    BRIDGE_MESSAGE_BYTES_MAX, STATIC_BYTES_MAX, WS_HEAD_BYTES_MAX, native_message_bytes_max,
-};
-
 /// Environment variable (debug builds only) that makes one core panic shortly after start,
 /// so the crash semantics (the whole process ends) can be tested on the real binary.
 pub const PANIC_CORE_ENV: &str = "BPS_BROKER_TEST_PANIC_CORE";

@@ -21,11 +21,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use super::outgoing::Outgoing;
-
-/// Frames a queue holds at most, as a multiple of its R26 bound, while its writer has not
-/// been refused by the kernel: one turn of fan-out (at most half the bound) plus what a
-/// write in flight holds back.
-pub const QUEUE_SLACK_FACTOR: usize = 2;
+use crate::limits::QUEUE_SLACK_FACTOR;
 
 /// Why a push was refused: the stream must be reset (R26, counted as `queue_reset`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

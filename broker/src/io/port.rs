@@ -43,6 +43,7 @@ use super::notify::LocalNotify;
 use super::outbound::{OutboundQueue, QueueFull, Queued};
 use super::outgoing::Outgoing;
 use super::ws::{BridgeSession, Farewell};
+pub use crate::labels::Transport;
 use crate::protocol::{CloseReason, PeerId, StreamId, WriteNotice};
 
 /// Control messages a port holds at most: one pong (a newer ping replaces an unanswered
@@ -80,28 +81,6 @@ pub enum Closing {
 pub enum ControlKind {
     Ping,
     Pong,
-}
-
-/// What a stream's bytes travel on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Transport {
-    /// The native transport: one stream per TCP connection (docs/PROTOCOL.md §2).
-    Tcp,
-    /// A WebSocket session (docs/PROTOCOL.md §9).
-    WebSocket,
-}
-
-impl Transport {
-    /// Every transport, in export order.
-    pub const ALL: [Transport; 2] = [Transport::Tcp, Transport::WebSocket];
-
-    /// The exported name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Tcp => "tcp",
-            Transport::WebSocket => "websocket",
-        }
-    }
 }
 
 /// Where a stream is in its life.

@@ -31,10 +31,8 @@ use crate::io::link::{CoreLink, Refusal};
 use crate::io::outgoing::Outgoing;
 use crate::io::port::{Framing, Port, Transport};
 use crate::io::tcp;
+use crate::limits::WS_HEAD_BYTES_MAX as HEAD_BYTES_MAX;
 
-/// Bytes of a request head read at most: a browser's upgrade request is about 500 bytes,
-/// cookies of the page's origin may add a few KiB (nginx's default bound is 8 KiB too).
-pub const HEAD_BYTES_MAX: usize = 8 * 1024;
 /// Header lines of a request head at most.
 pub const HEADERS_MAX: usize = 64;
 /// The path of the native endpoint (one BPS frame per binary message).

@@ -35,13 +35,11 @@ use crate::io::outgoing::{Outgoing, Prefix};
 use crate::io::port::{Closing, ControlKind, Framing, Life, Port};
 use crate::io::read_buffer::ReadBuffer;
 use crate::io::tcp::{Cancellers, set_linger_zero, shutdown_write};
+use crate::limits::{BRIDGE_MESSAGE_BYTES_MAX, native_message_bytes_max};
 use crate::protocol::ClosedBy;
 
 /// Control frames (pings, pongs, closes) a peer may send per second; more is a flood.
 pub const CONTROL_FRAMES_PER_S_MAX: u32 = 20;
-/// The longest message a bridge session takes: a whole SOC (W4, W10), longer than any
-/// `kind ‖ index ‖ sig ‖ span ‖ payload`.
-pub const BRIDGE_MESSAGE_BYTES_MAX: usize = bps_ws::bridge::INBOUND_BYTES_MAX;
 /// How long writing the close frame may take.
 const CLOSE_WRITE_DEADLINE: Duration = Duration::from_secs(1);
 /// How long a closing session waits for the peer's close (RFC 6455 section 7.1.1: the
@@ -206,12 +204,6 @@ fn control_message(opcode: Opcode, payload: Bytes) -> Outgoing {
         prefix: Prefix::of(Head::new(opcode, payload.len()).as_bytes()),
         body: payload,
     }
-}
-
-/// The largest native message: one whole frame, a `frame_bytes_max` body and its varint
-/// length, so that every frame TCP takes fits one WebSocket message too (review C13).
-pub fn native_message_bytes_max(frame_bytes_max: usize) -> usize {
-    frame_bytes_max + prost::encoding::encoded_len_varint(frame_bytes_max as u64)
 }
 
 /// A copy of a control payload (at most 125 bytes, RFC 6455 5.5): a queued pong must not pin
