@@ -25,6 +25,7 @@
 //! left half alive.
 
 mod control;
+mod encoding;
 mod frame_memory;
 #[cfg(test)]
 mod harness;

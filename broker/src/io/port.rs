@@ -35,14 +35,17 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
+
+use super::encoding::{Framing, Renditions};
+use super::frame_memory::FrameMemory;
 use super::iovec::IoBatch;
 use super::notify::LocalNotify;
 use super::outbound::{OutboundQueue, QueueFull, Queued};
 use super::outgoing::Outgoing;
-use super::ws::{BridgeSession, Farewell};
 pub use crate::labels::Transport;
 use crate::protocol::{CloseReason, PeerId, StreamId, WriteNotice};
 
@@ -50,15 +53,21 @@ use crate::protocol::{CloseReason, PeerId, StreamId, WriteNotice};
 /// one, RFC 6455 section 5.5.3) and one ping of our own.
 pub const CONTROL_MESSAGES_MAX: usize = 2;
 
-/// How the core turns what it queues for a stream into the messages its carrier writes.
-#[derive(Clone, Debug)]
-pub enum Framing {
-    /// The frame as it is (TCP).
-    Bare,
-    /// One binary WebSocket message per frame (the native endpoint).
-    Native,
-    /// The SWIP-60 bridge: fields of each delivery, service kinds as text (W6, W10).
-    Bridge(Rc<BridgeSession>),
+/// What a carrier tells its peer as it ends a stream (a WebSocket close frame): a code and
+/// its one-line reason. The codes are the carrier's (`ws::close`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Farewell {
+    pub code: u16,
+    pub reason: String,
+}
+
+impl Farewell {
+    pub fn new(code: u16, reason: impl Into<String>) -> Farewell {
+        Farewell {
+            code,
+            reason: reason.into(),
+        }
+    }
 }
 
 /// Why a stream closes, for a carrier that tells its peer (a WebSocket close code).
@@ -285,9 +294,14 @@ impl Port {
         self.home_knows.set(true);
     }
 
-    /// How the core frames what it queues here.
-    pub fn framing(&self) -> Framing {
-        self.framing.borrow().clone()
+    /// What this stream gets of a delivery, framed for its carrier.
+    pub fn rendition(&self, renditions: &mut Renditions<'_>) -> Option<Outgoing> {
+        renditions.of(&self.framing.borrow())
+    }
+
+    /// What this stream gets of a frame sent to it alone, framed for its carrier.
+    pub fn single(&self, frame: &Bytes, memory: &Arc<FrameMemory>) -> Option<Outgoing> {
+        self.framing.borrow().single(frame, memory)
     }
 
     /// Whether the stream is a W11 anonymous session.

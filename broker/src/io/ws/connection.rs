@@ -23,13 +23,15 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 
 use super::bridge_session::BridgeSession;
+use super::rendition;
 use super::service;
 use super::session::{self, Endpoint};
 use super::statics::{STATIC_IN_FLIGHT_PER_CORE_MAX, STATIC_RETRY_AFTER_S, StaticAnswer};
+use crate::io::encoding::Framing;
 use crate::io::iovec::IoBatch;
 use crate::io::link::{CoreLink, Refusal};
 use crate::io::outgoing::Outgoing;
-use crate::io::port::{Framing, Port, Transport};
+use crate::io::port::{Port, Transport};
 use crate::io::tcp;
 use crate::limits::WS_HEAD_BYTES_MAX as HEAD_BYTES_MAX;
 
@@ -318,7 +320,7 @@ async fn upgrade(
     }
     let join = match &endpoint {
         Endpoint::Native => {
-            port.set_framing(Framing::Native, false);
+            port.set_framing(Framing::Encoded(Rc::new(rendition::Native)), false);
             None
         }
         Endpoint::Bridge(params) => Some(bridge_join(&port, params)),
@@ -327,13 +329,21 @@ async fn upgrade(
     session::run(link, port, stream, leftover, join).await;
 }
 
-/// The Join of a bridge session (W2, W3, W11), and its framing on the port.
-fn bridge_join(port: &Port, params: &BridgeParams) -> bps_proto::Frame {
+/// The Join of a bridge session (W2, W3, W11) and the session, framing the port.
+fn bridge_join(port: &Port, params: &BridgeParams) -> (bps_proto::Frame, Rc<BridgeSession>) {
     let publishes = params.addr.is_some();
     let addr = params.addr.unwrap_or_else(rand::random);
-    let session = BridgeSession::new(params.spec, params.fields, publishes, params.keep_alive_s);
-    port.set_framing(Framing::Bridge(Rc::new(session)), !publishes);
-    bps_proto::Frame::encode(&params.spec.to_join(&addr))
+    let session = Rc::new(BridgeSession::new(
+        params.spec,
+        params.fields,
+        publishes,
+        params.keep_alive_s,
+    ));
+    port.set_framing(Framing::Encoded(session.clone()), !publishes);
+    (
+        bps_proto::Frame::encode(&params.spec.to_join(&addr)),
+        session,
+    )
 }
 
 /// Reads until a whole request head is there; `None` when the peer left first.

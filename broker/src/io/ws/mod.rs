@@ -31,10 +31,7 @@ use std::sync::Arc;
 
 use crate::config::WsConfig;
 
-pub use bridge_session::BridgeSession;
-pub use close::Farewell;
 pub use connection::accept_loop;
-pub use rendition::{Renditions, single};
 pub use statics::StaticFiles;
 
 /// What the WebSocket carrier needs from the configuration, fixed at start.

@@ -29,10 +29,10 @@ use monoio::io::{
 use monoio::net::TcpStream;
 
 use super::bridge_session::BridgeSession;
-use super::close::{self, Farewell};
+use super::close;
 use crate::io::link::CoreLink;
 use crate::io::outgoing::{Outgoing, Prefix};
-use crate::io::port::{Closing, ControlKind, Framing, Life, Port};
+use crate::io::port::{Closing, ControlKind, Farewell, Life, Port};
 use crate::io::read_buffer::ReadBuffer;
 use crate::io::tcp::{Cancellers, set_linger_zero, shutdown_write};
 use crate::limits::{BRIDGE_MESSAGE_BYTES_MAX, native_message_bytes_max};
@@ -76,23 +76,30 @@ enum Ending {
     Cut,
 }
 
-/// Runs an upgraded session to its end. `join` is the bridge's Join, built from the
-/// request (the native endpoint's comes from the peer as its first message).
+/// Runs an upgraded session to its end. `join` is a bridge session's Join, built from the
+/// request, with the session (the native endpoint's Join comes from the peer as its first
+/// message).
 pub async fn run(
     link: Rc<CoreLink>,
     port: Rc<Port>,
     stream: TcpStream,
     leftover: BytesMut,
-    join: Option<Frame>,
+    join: Option<(Frame, Rc<BridgeSession>)>,
 ) {
+    let (join, bridge) = join.unzip();
     let fd = stream.as_raw_fd();
     let (read_handle, write_handle) = Cancellers::arm(&port, fd, false);
     port.attach_socket(fd, link.settings().write_batch_frames_max);
     let heard = Rc::new(Cell::new(Instant::now()));
+    let ping_period = bridge.as_ref().map_or(
+        Duration::from_millis(link.settings().ws.ping_interval_ms),
+        |session| Duration::from_secs(session.keep_alive_s),
+    );
     monoio::spawn(keepalive(
         Rc::clone(&link),
         Rc::clone(&port),
         Rc::clone(&heard),
+        ping_period,
     ));
     let (mut reader, writer) = stream.into_split();
     let writer_task = monoio::spawn(write_loop(
@@ -106,7 +113,7 @@ pub async fn run(
         None => true,
     };
     let cause = if joined {
-        let mut reading = Reading::new(&link, &port, &heard, leftover);
+        let mut reading = Reading::new(&link, &port, (&heard, bridge), leftover);
         reading.run(&mut reader, read_handle).await
     } else {
         ClosedBy::Peer
@@ -170,13 +177,9 @@ pub async fn linger(stream: &mut TcpStream) {
     }
 }
 
-/// Pings the peer every period and ends a session that has been silent for too long.
-async fn keepalive(link: Rc<CoreLink>, port: Rc<Port>, heard: Rc<Cell<Instant>>) {
+/// Pings the peer every `period` and ends a session that has been silent for too long.
+async fn keepalive(link: Rc<CoreLink>, port: Rc<Port>, heard: Rc<Cell<Instant>>, period: Duration) {
     let settings = &link.settings().ws;
-    let period = match port.framing() {
-        Framing::Bridge(session) => Duration::from_secs(session.keep_alive_s),
-        Framing::Bare | Framing::Native => Duration::from_millis(settings.ping_interval_ms),
-    };
     let idle_after = Duration::from_millis(settings.idle_deadline_ms).max(2 * period);
     loop {
         monoio::time::sleep(period).await;
@@ -254,13 +257,9 @@ impl<'a> Reading<'a> {
     fn new(
         link: &'a CoreLink,
         port: &'a Port,
-        heard: &'a Cell<Instant>,
+        (heard, bridge): (&'a Cell<Instant>, Option<Rc<BridgeSession>>),
         leftover: BytesMut,
     ) -> Reading<'a> {
-        let bridge = match port.framing() {
-            Framing::Bridge(session) => Some(session),
-            Framing::Bare | Framing::Native => None,
-        };
         let message_bytes_max = if bridge.is_some() {
             BRIDGE_MESSAGE_BYTES_MAX
         } else {
