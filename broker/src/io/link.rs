@@ -673,9 +673,10 @@ mod tests {
     use std::time::Instant;
 
     use super::CoreLink;
+    use crate::io::carrier::configure;
     use crate::io::harness::{self, GUARD};
     use crate::io::port::Transport;
-    use crate::io::tcp::{configure, run};
+    use crate::io::tcp::run;
 
     /// Where the test's log lines go.
     #[derive(Clone, Default)]

@@ -24,6 +24,7 @@
 //! process (`main.rs`; `panic = "abort"` in release), so systemd restarts it and no core is
 //! left half alive.
 
+mod carrier;
 mod control;
 mod encoding;
 mod frame_memory;

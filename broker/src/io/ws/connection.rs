@@ -27,12 +27,12 @@ use super::rendition;
 use super::service;
 use super::session::{self, Endpoint};
 use super::statics::{STATIC_IN_FLIGHT_PER_CORE_MAX, STATIC_RETRY_AFTER_S, StaticAnswer};
+use crate::io::carrier;
 use crate::io::encoding::Framing;
 use crate::io::iovec::IoBatch;
 use crate::io::link::{CoreLink, Refusal};
 use crate::io::outgoing::Outgoing;
 use crate::io::port::{Port, Transport};
-use crate::io::tcp;
 use crate::limits::WS_HEAD_BYTES_MAX as HEAD_BYTES_MAX;
 
 /// Header lines of a request head at most.
@@ -48,7 +48,7 @@ const ANSWER_WRITE_DEADLINE: Duration = Duration::from_secs(2);
 pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
     link.register_listener(std::os::fd::AsRawFd::as_raw_fd(&listener));
     while let Some((stream, addr)) =
-        tcp::accept_next(&link, &listener, "WebSocket accept failed").await
+        carrier::accept_next(&link, &listener, "WebSocket accept failed").await
     {
         if link.draining() {
             monoio::spawn(refuse(Rc::clone(&link), stream, Refusal::Draining));
@@ -68,7 +68,7 @@ fn start(link: &Rc<CoreLink>, stream: TcpStream, addr: SocketAddr) {
     };
     match admitted {
         Ok(port) => {
-            tcp::configure(&stream, link.settings());
+            carrier::configure(&stream, link.settings());
             monoio::spawn(serve(Rc::clone(link), port, stream, proxied));
         }
         Err(refusal) => {

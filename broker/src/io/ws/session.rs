@@ -30,11 +30,11 @@ use monoio::net::TcpStream;
 
 use super::bridge_session::BridgeSession;
 use super::close;
+use crate::io::carrier::{Cancellers, set_linger_zero, shutdown_write};
 use crate::io::link::CoreLink;
 use crate::io::outgoing::{Outgoing, Prefix};
 use crate::io::port::{Closing, ControlKind, Farewell, Life, Port};
 use crate::io::read_buffer::ReadBuffer;
-use crate::io::tcp::{Cancellers, set_linger_zero, shutdown_write};
 use crate::limits::{BRIDGE_MESSAGE_BYTES_MAX, native_message_bytes_max};
 use crate::protocol::ClosedBy;
 
