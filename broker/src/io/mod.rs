@@ -12,10 +12,14 @@
 //! core that accepted it; its frames travel to the home core through the `router`'s bounded
 //! lanes, and deliveries travel back as one message per core per accepted frame, never one
 //! per subscriber. The modules, by what they own:
-//! - `tcp` (the TCP carrier), `ws` (the WebSocket carrier), `read_buffer`, `iovec`: bytes
-//!   on sockets;
-//! - `port`: one stream's side of the carrier boundary, `outbound` its queue (R26), and
-//!   `outgoing` one message of it;
+//! - `carrier`: what every carrier shares (accept with backoff, socket options, the read
+//!   loop, the writer task, cancellation and the close hook) and the contract a carrier
+//!   fulfils (a decoder, an encoder, a way to read and write bytes); `tcp` (the TCP
+//!   carrier) and `ws` (the WebSocket carrier) are thin carriers on it and never import
+//!   each other; `read_buffer`, `iovec`: bytes on sockets;
+//! - `port`: one stream's side of the carrier boundary (it knows no carrier), `outbound` its
+//!   queue (R26), `outgoing` one message of it, and `encoding` how a delivery becomes each
+//!   carrier's messages (the `Encoder` a carrier puts on the port);
 //! - `link`: a core's streams and the gates of its carriers; `shard`: a core's machine and
 //!   its turn; `router`, `lane`: what crosses between cores; `control`: the control plane;
 //! - `frame_memory`: the broker-wide bound on frame bytes; `log_gate`: peers' log lines.
