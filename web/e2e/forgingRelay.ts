@@ -3,7 +3,9 @@
  * that passes every message through unchanged except one, the `nth` delivered DATA
  * Broadcast, in which it flips one byte of the chunk's payload. The frame stays
  * well-formed (same length, same fields); only the signature no longer covers it, which is
- * what the page's verification must catch.
+ * what the page's verification must catch. With `floodCopies` it then sends that forged
+ * frame again that many times in one burst, as a hostile broker flooding the page would:
+ * each copy costs the page a full signature check, which its worker's budget must absorb.
  *
  * Owns: `startForgingRelay`, `Forgery` (what it changed, so the test can look for it).
  * Never: changes the Join, the Ack or any other frame, or talks to anything but
@@ -43,8 +45,14 @@ export interface ForgingRelay {
 const FLIP_OFFSET = 0;
 const FLIP_MASK = 0x01;
 
+/** What else the relay does besides the one forgery. */
+export interface RelayOptions {
+  /** Copies of the forged frame sent right after it (default none). */
+  readonly floodCopies?: number;
+}
+
 /** Relays to `brokerWs` (host:port) and forges the `nth` (1-based) delivered DATA frame. */
-export async function startForgingRelay(brokerWs: string, nth: number): Promise<ForgingRelay> {
+export async function startForgingRelay(brokerWs: string, nth: number, options: RelayOptions = {}): Promise<ForgingRelay> {
   const server = new WebSocketServer({ host: "127.0.0.1", port: 0, path: NATIVE_PATH });
   await once(server, "listening");
   const forgeries: Forgery[] = [];
@@ -58,9 +66,11 @@ export async function startForgingRelay(brokerWs: string, nth: number): Promise<
     broker.on("message", (data: Buffer) => {
       const message = new Uint8Array(data);
       // The first message is the Ack; every later one a Broadcast.
-      if (acked && isData(message) && ++delivered === nth) forgeries.push(flipPayloadByte(message));
+      const forge = acked && isData(message) && ++delivered === nth;
+      if (forge) forgeries.push(flipPayloadByte(message));
       acked = true;
       page.send(message);
+      if (forge) for (let copy = 0; copy < (options.floodCopies ?? 0); copy++) page.send(message);
     });
     page.on("close", () => broker.close());
     broker.on("close", () => page.close());
