@@ -75,6 +75,10 @@ it("a flood of forged deliveries is checked in the worker within its budget, the
     expect(inWorker).toBeGreaterThan(1);
     expect(inWorker + dropped).toBeGreaterThanOrEqual(FLOOD_COPIES + 2);
     expect(text).toContain(`dropped unverified: ${dropped}`);
+    // The same forgery again is one line with a count, not a line per copy.
+    const repeats = await testId(viewer.page, "failure").evaluateAll((nodes) => nodes.map((node) => Number(node.getAttribute("data-repeat"))));
+    expect(repeats.length).toBeLessThanOrEqual(3);
+    expect(repeats.reduce((sum, repeat) => sum + repeat, 0)).toBeGreaterThan(1);
 
     await pub("after the flood");
     await viewer.page.waitForFunction(

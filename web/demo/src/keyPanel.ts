@@ -60,6 +60,11 @@ function exportControls(identity: Identity, address: string): Node[] {
   const copy = element("button", { type: "button", "data-testid": "key-copy" }, "copy it");
   const copied = element("span", { class: "copied" }, "");
   copy.addEventListener("click", () => {
+    // Only secure contexts (https, localhost) have a clipboard; elsewhere the download remains.
+    if (navigator.clipboard === undefined) {
+      copied.textContent = " no clipboard on a page that is not https; use the download";
+      return;
+    }
     navigator.clipboard.writeText(file).then(
       () => (copied.textContent = " copied"),
       () => (copied.textContent = " the browser refused the clipboard; use the download"),
