@@ -39,6 +39,17 @@ export interface VerifierCounts extends VerifyCounts {
   checkedInWorker: number;
 }
 
+/** What the verifier needs of a Worker (a test gives a fake one). */
+export interface WorkerLike {
+  postMessage(request: VerifyRequest): void;
+  addEventListener(type: "message" | "error" | "messageerror", listener: (event: Event) => void): void;
+}
+
+/** The page's verification worker, from the page's own origin. */
+function startWorker(): WorkerLike {
+  return new Worker(new URL("./verifyWorker.js", import.meta.url), { type: "module", name: "bps-verify" });
+}
+
 /** One link's state: whose handlers get its messages, and whether it ended. */
 interface Target {
   readonly handlers: LinkHandlers;
@@ -50,7 +61,7 @@ interface Target {
 
 /** The page's verification worker (module docs). */
 export class WorkerVerifier {
-  readonly #worker: Worker;
+  readonly #worker: WorkerLike;
   readonly #queue = new VerifyQueue<Target>();
   readonly #checked = new CheckedChunks();
   /** Links the far end closed while messages of theirs still waited. */
@@ -59,12 +70,15 @@ export class WorkerVerifier {
   #checkedOnPage = 0;
   #checkedInWorker = 0;
 
-  /** Starts the worker; `onChange` hears every change of the counters, `onFailure` a worker that broke. */
-  constructor(onChange: (counts: VerifierCounts) => void, onFailure: (detail: string) => void) {
+  /**
+   * Starts the worker (`worker` replaces it in tests); `onChange` hears every change of the
+   * counters, `onFailure` a worker that broke.
+   */
+  constructor(onChange: (counts: VerifierCounts) => void, onFailure: (detail: string) => void, worker: WorkerLike = startWorker()) {
     this.#onChange = onChange;
-    this.#worker = new Worker(new URL("./verifyWorker.js", import.meta.url), { type: "module", name: "bps-verify" });
-    this.#worker.addEventListener("message", (event: MessageEvent<VerifyAnswer>) => this.#answer(event.data));
-    this.#worker.addEventListener("error", (event) => onFailure(event.message || "the verification worker failed"));
+    this.#worker = worker;
+    this.#worker.addEventListener("message", (event) => this.#answer((event as MessageEvent<VerifyAnswer>).data));
+    this.#worker.addEventListener("error", (event) => onFailure((event as ErrorEvent).message || "the verification worker failed"));
     this.#worker.addEventListener("messageerror", () => onFailure("the verification worker sent an unreadable answer"));
   }
 
