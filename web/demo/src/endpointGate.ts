@@ -60,7 +60,7 @@ export function askEndpoint(root: HTMLElement, question: EndpointQuestion, stayH
           element("code", { "data-testid": "confirm-endpoint" }, question.endpoint),
           ", not to ",
           element("code", { "data-testid": "confirm-home" }, question.home),
-          ", the broker that served this page. That broker sees what you publish and when you are here.",
+          ", the broker that served this page. Whoever runs that endpoint sees what you publish there, and when you are there.",
         ),
         element("p", { "data-testid": "confirm-key" }, `There you would sign with ${which}. `, homeLine(question)),
         element("p", { class: "choices" }, proceed, " ", element("a", { href: stayHref, "data-testid": "endpoint-stay" }, "stay on this page's broker")),
