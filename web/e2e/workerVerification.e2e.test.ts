@@ -1,7 +1,7 @@
 /**
  * Verification in the page's Web Worker under a flood: a viewer connects through a relay
- * that forges the second DATA frame the broker delivers and then sends that forged frame
- * again thousands of times in one burst, as a hostile broker would. The worker checks what
+ * that forges the second DATA frame the broker delivers and then sends thousands more
+ * forgeries of it (each with another bit flipped) in one burst, as a hostile broker would. The worker checks what
  * its budget lets through and rejects every forgery; what exceeds the budget is dropped,
  * counted and shown; nothing is checked on the page's own thread; the page answers
  * throughout; and a message published after the flood is shown verified.
@@ -75,7 +75,7 @@ it("a flood of forged deliveries is checked in the worker within its budget, the
     expect(inWorker).toBeGreaterThan(1);
     expect(inWorker + dropped).toBeGreaterThanOrEqual(FLOOD_COPIES + 2);
     expect(text).toContain(`dropped unverified: ${dropped}`);
-    // The same forgery again is one line with a count, not a line per copy.
+    // Forgeries of one kind in a row are one line with a count, not a line per copy.
     const repeats = await testId(viewer.page, "failure").evaluateAll((nodes) => nodes.map((node) => Number(node.getAttribute("data-repeat"))));
     expect(repeats.length).toBeLessThanOrEqual(3);
     expect(repeats.reduce((sum, repeat) => sum + repeat, 0)).toBeGreaterThan(1);
