@@ -89,7 +89,7 @@ pub async fn run(
 ) {
     let fd = stream.as_raw_fd();
     let (read_handle, write_handle) = Cancellers::arm(&port, fd, false);
-    port.attach_socket(fd, link.settings().write_batch_frames_max);
+    port.attach_socket(fd);
     let heard = Rc::new(Cell::new(Instant::now()));
     monoio::spawn(keepalive(
         Rc::clone(&link),
