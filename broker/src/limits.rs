@@ -14,6 +14,10 @@ pub const QUEUE_SLACK_FACTOR: usize = 2;
 /// with a 64-bit length (RFC 6455 section 5.2).
 pub const PREFIX_BYTES_MAX: usize = 10;
 
+/// Control messages a port holds at most: one pong (a newer ping replaces an unanswered
+/// one, RFC 6455 section 5.5.3) and one ping of our own.
+pub const PORT_CONTROL_MESSAGES_MAX: usize = 2;
+
 /// Read buffer of a stream that is not sending: enough for a Join and a few small frames.
 pub const READ_BUFFER_IDLE_BYTES: usize = 512;
 

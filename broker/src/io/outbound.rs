@@ -88,7 +88,10 @@ impl OutboundQueue {
         );
         OutboundQueue {
             frames_max,
-            queued: VecDeque::with_capacity(frames_max),
+            // Grows by doubling to what the stream ever held (an idle subscriber's Ack and
+            // roster, a busy one's bound and slack), then keeps it: a few allocations per
+            // stream, none per frame, and an idle stream does not hold its whole bound.
+            queued: VecDeque::new(),
             kernel_full: false,
         }
     }

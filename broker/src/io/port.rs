@@ -47,11 +47,8 @@ use super::notify::LocalNotify;
 use super::outbound::{OutboundQueue, QueueFull, Queued};
 use super::outgoing::Outgoing;
 pub use crate::labels::Transport;
+use crate::limits::PORT_CONTROL_MESSAGES_MAX;
 use crate::protocol::{CloseReason, PeerId, StreamId, WriteNotice};
-
-/// Control messages a port holds at most: one pong (a newer ping replaces an unanswered
-/// one, RFC 6455 section 5.5.3) and one ping of our own.
-pub const CONTROL_MESSAGES_MAX: usize = 2;
 
 /// What a carrier tells its peer as it ends a stream (a WebSocket close frame): a code and
 /// its one-line reason. The codes are the carrier's (`ws::close`).
@@ -240,7 +237,8 @@ impl Port {
             home_knows: Cell::new(false),
             prejoin: Cell::new(true),
             out: RefCell::new(OutboundQueue::new(queue_frames_max)),
-            control: RefCell::new(VecDeque::with_capacity(CONTROL_MESSAGES_MAX)),
+            // Allocated when a WebSocket session queues its first ping or pong (never on TCP).
+            control: RefCell::new(VecDeque::new()),
             backlog: RefCell::new(VecDeque::new()),
             queued_total: Cell::new(0),
             written_total: Cell::new(0),
@@ -512,11 +510,11 @@ impl Port {
         self.anonymous.set(anonymous);
     }
 
-    /// The socket the core may write to directly, and a batch of `frames_max` frames for
-    /// the writes (set when the carrier starts).
-    pub fn attach_socket(&self, fd: RawFd, frames_max: usize) {
+    /// The socket the core may write to directly, and an empty batch for the writes, which
+    /// `fill` grows to what is written (set when the carrier starts).
+    pub fn attach_socket(&self, fd: RawFd) {
         self.socket.set(Some(fd));
-        *self.batch.borrow_mut() = Some(IoBatch::with_capacity(frames_max + CONTROL_MESSAGES_MAX));
+        *self.batch.borrow_mut() = Some(IoBatch::with_capacity(0));
     }
 
     /// For the writer task: the batch to write next (what the kernel refused earlier, or up
@@ -527,7 +525,7 @@ impl Port {
             .batch
             .borrow_mut()
             .take()
-            .unwrap_or_else(|| IoBatch::with_capacity(frames_max + CONTROL_MESSAGES_MAX));
+            .unwrap_or_else(|| IoBatch::with_capacity(0));
         if batch.is_done() {
             batch.clear();
             self.fill(&mut batch, frames_max);
@@ -564,8 +562,11 @@ impl Port {
     }
 
     /// Moves control messages, then up to `frames_max` queued frames (the backlog first), into
-    /// an empty batch (control messages go between whole messages only: the batch is empty).
+    /// an empty batch (control messages go between whole messages only: the batch is empty),
+    /// grown first to hold them.
     fn fill(&self, batch: &mut IoBatch, frames_max: usize) {
+        let waiting = self.control.borrow().len() + self.queued().min(frames_max);
+        batch.reserve(waiting, frames_max + PORT_CONTROL_MESSAGES_MAX);
         for (_, message) in self.control.borrow_mut().drain(..) {
             batch.push_control(message);
         }
@@ -738,7 +739,7 @@ mod tests {
         );
         let port = port();
         let (ours, _peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
-        port.attach_socket(ours.as_raw_fd(), 64);
+        port.attach_socket(ours.as_raw_fd());
         port.enqueue(frame(b"a"), None, None).expect("room");
         assert!(
             port.write_wake.poll_notified(&mut cx).is_pending(),
@@ -773,7 +774,7 @@ mod tests {
         use std::os::fd::AsRawFd;
         let port = port();
         let (ours, mut peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
-        port.attach_socket(ours.as_raw_fd(), 64);
+        port.attach_socket(ours.as_raw_fd());
         for frame in [b"a", b"b"] {
             port.enqueue(Outgoing::bare(Bytes::from_static(frame)), None, None)
                 .expect("room");

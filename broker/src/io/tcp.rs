@@ -40,7 +40,7 @@ pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
 pub async fn run(link: Rc<CoreLink>, port: Rc<Port>, stream: TcpStream) {
     let fd = stream.as_raw_fd();
     let (read_handle, write_handle) = Cancellers::arm(&port, fd, true);
-    port.attach_socket(fd, link.settings().write_batch_frames_max);
+    port.attach_socket(fd);
     let (mut reader, writer) = stream.into_split();
     let writer_task = monoio::spawn(carrier::write_loop(
         Rc::clone(&link),

@@ -77,7 +77,7 @@ pub async fn run(
     let (join, bridge) = join.unzip();
     let fd = stream.as_raw_fd();
     let (read_handle, write_handle) = Cancellers::arm(&port, fd, false);
-    port.attach_socket(fd, link.settings().write_batch_frames_max);
+    port.attach_socket(fd);
     let heard = Rc::new(Cell::new(Instant::now()));
     let ping_period = bridge.as_ref().map_or(
         Duration::from_millis(link.settings().ws.ping_interval_ms),
