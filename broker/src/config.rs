@@ -45,11 +45,6 @@ pub const WRITE_BATCH_FRAMES_MAX: usize = 1024;
 /// fuller writes save.
 pub const WRITE_COALESCE_US_MAX: u64 = 10_000;
 
-/// W5 POSTs one core holds waiting for their home core at once: each may hold one slot of
-/// the verification queue, which is sized for them (`verify_jobs_in_flight_max`); beyond it a
-/// POST is answered 503 with `Retry-After`.
-pub const SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX: usize = 16;
-
 /// Largest `ws.service_posts_per_peer_per_s`: an admin posts a roster when its roster
 /// changes; more than this per second is a flood, not a use.
 pub const SERVICE_POSTS_PER_PEER_PER_S_MAX: u32 = 1_000;
@@ -957,7 +952,7 @@ impl BrokerConfig {
         cores.saturating_mul(
             self.limits
                 .frames_in_flight_per_core_max
-                .saturating_add(SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX),
+                .saturating_add(crate::limits::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX),
         )
     }
 

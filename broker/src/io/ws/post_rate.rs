@@ -9,13 +9,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
+use crate::limits::POST_RATE_PEERS_MAX;
 use crate::protocol::PeerId;
-
-/// Peers whose buckets are kept at once: a bucket that has refilled is forgotten, so the
-/// table holds only peers that posted within the last second; beyond this many such peers
-/// a new one is refused like a peer over its rate (4096 distinct peers posting within one
-/// second is a flood, and the table stays small: `budget.rs` counts it).
-pub const POST_RATE_PEERS_MAX: usize = 4096;
 
 /// Units of one token: the refill is `per_s` tokens per second, counted in microseconds.
 const UNITS_PER_TOKEN: u64 = 1_000_000;
