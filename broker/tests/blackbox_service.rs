@@ -25,9 +25,16 @@ const FLOOD_POSTS: usize = 100;
 const POSTS_PER_PEER_PER_S: u64 = 4;
 /// How long `/healthz` may take while the abuse goes on.
 const HEALTHZ_WAIT: Duration = Duration::from_secs(1);
+/// Tries of `/healthz`, the best of which must be within [`HEALTHZ_WAIT`].
+const HEALTHZ_TRIES: usize = 3;
 
 /// The W5 target of `spec` (its query carries the spec as on the GET), plus `extra`.
 fn service_target(spec: &Spec, extra: &str) -> String {
+    service_target_at(&hex::encode(spec.topic), spec, extra)
+}
+
+/// The W5 target of `spec` with its topic spelled `segment` in the path.
+fn service_target_at(segment: &str, spec: &Spec, extra: &str) -> String {
     let binding = match spec.binding {
         Binding::Anchor => "anchor",
         Binding::SocId => "soc_id",
@@ -35,10 +42,7 @@ fn service_target(spec: &Spec, extra: &str) -> String {
         Binding::FeedTopic => "feed_topic",
         Binding::Mnemonic => "mnemonic",
     };
-    let mut target = format!(
-        "/pubsub/{}/service?binding={binding}",
-        hex::encode(spec.topic)
-    );
+    let mut target = format!("/pubsub/{segment}/service?binding={binding}");
     if let Some(admin) = spec.admin {
         target.push_str(&format!("&admin=0x{}", hex::encode(admin)));
     }
@@ -86,16 +90,20 @@ fn post(broker: &Broker, source: Ipv4Addr, target: &str, body: &[u8]) -> (u16, S
     (status, answer)
 }
 
-/// `/healthz` answers 200 within [`HEALTHZ_WAIT`].
+/// `/healthz` answers 200 within [`HEALTHZ_WAIT`], at the best of [`HEALTHZ_TRIES`] tries:
+/// a broker kept busy by the abuse misses every one, a loaded test machine's one hiccup not.
 fn assert_healthy(broker: &Broker) {
-    let started = Instant::now();
-    let (status, body) = broker.get("/healthz");
-    assert_eq!(status, 200, "{body}");
-    assert!(
-        started.elapsed() <= HEALTHZ_WAIT,
-        "/healthz took {:?}",
-        started.elapsed()
-    );
+    let mut took = Vec::new();
+    for _ in 0..HEALTHZ_TRIES {
+        let started = Instant::now();
+        let (status, body) = broker.get("/healthz");
+        assert_eq!(status, 200, "{body}");
+        took.push(started.elapsed());
+        if started.elapsed() <= HEALTHZ_WAIT {
+            return;
+        }
+    }
+    panic!("/healthz took {took:?}, over {HEALTHZ_WAIT:?} every time");
 }
 
 /// Another cohort, on the same broker, publishes and its subscriber gets every chunk.
@@ -247,4 +255,50 @@ fn an_invalid_post_is_a_blocklist_strike() {
     let (status, answer) = post(&broker, Ipv4Addr::LOCALHOST, &target, &message);
     assert_eq!(status, 200, "{answer}");
     assert_healthy(&broker);
+}
+
+#[test]
+fn a_post_names_its_topic_in_one_path_segment_as_the_get_does() {
+    let broker = Broker::start(&[]);
+    let admin = key(1);
+    // A named topic with a slash: `GET /pubsub/a/b` is no endpoint, `a%2Fb` is its spelling.
+    let spec = Spec {
+        topic: bps_proto::keccak256(b"a/b"),
+        ..explicit(0, &admin.address(), false)
+    };
+    let mut viewer = broker.join(&spec, &key(9).address());
+    let admin_session = broker.join(&spec, &admin.address());
+    let challenge = *admin_session.challenge();
+    let roster = encode_roster(&[key(2).address()]);
+    let (message, native) = signed_message(&admin, Kind::Roster, &spec, &challenge, 0, &roster);
+    let mut get = Raw::connect(broker.ws(), None, None);
+    get.send(b"GET /pubsub/a/b?binding=feed_topic HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        .expect("send the GET");
+    let mut answer = String::new();
+    let mut stream = get.into_stream();
+    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
+    let _ = stream.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 404"),
+        "GET /pubsub/a/b: {answer}"
+    );
+    let (status, answer) = post(
+        &broker,
+        Ipv4Addr::LOCALHOST,
+        &service_target_at("a/b", &spec, ""),
+        &message,
+    );
+    assert_eq!(status, 404, "POST /pubsub/a/b/service: {answer}");
+    let (status, answer) = post(
+        &broker,
+        Ipv4Addr::LOCALHOST,
+        &service_target_at("a%2Fb", &spec, ""),
+        &message,
+    );
+    assert_eq!(status, 200, "POST /pubsub/a%2Fb/service: {answer}");
+    assert_eq!(
+        support::recv(&mut viewer),
+        native,
+        "relayed on the admin's stream"
+    );
 }

@@ -308,13 +308,13 @@ fn route(link: &CoreLink, head: &RequestHead) -> Route {
             "GET /pubsub/ (the topic list, W8) is served on the admin port",
         ));
     }
-    if let Some(topic) = rest.strip_suffix("/service") {
-        return service::route(settings, head, topic);
+    // One path segment is the topic, on the GET and the POST alike: a topic with a slash is
+    // spelled `%2F` in both, so no POST reaches a cohort that no GET could name.
+    match rest.split_once('/') {
+        None => bridge_route(link, head, rest),
+        Some((topic, "service")) => service::route(settings, head, topic),
+        Some(_) => Route::Answer(Response::error(404, "no such endpoint")),
     }
-    if rest.contains('/') {
-        return Route::Answer(Response::error(404, "no such endpoint"));
-    }
-    bridge_route(link, head, rest)
 }
 
 /// A file of `ws.static_dir`, or 404.
