@@ -43,6 +43,9 @@ use crate::limits::REFUSALS_IN_FLIGHT_PER_CORE_MAX;
 use crate::limits::WS_HEAD_BYTES_MAX as HEAD_BYTES_MAX;
 use crate::protocol::PeerId;
 
+/// A request head's first read: a browser's WebSocket upgrade is about 500 bytes.
+const HEAD_FIRST_READ_BYTES: usize = 1024;
+
 /// Header lines of a request head at most.
 pub const HEADERS_MAX: usize = 64;
 /// The path of the native endpoint (one BPS frame per binary message).
@@ -455,20 +458,20 @@ fn bridge_join(port: &Port, params: &BridgeParams) -> (bps_proto::Frame, Rc<Brid
     )
 }
 
-/// Reads until a whole request head is there; `None` when the peer left first.
+/// Reads until a whole request head is there; `None` when the peer left first. The buffer
+/// doubles from [`HEAD_FIRST_READ_BYTES`] up to `HEAD_BYTES_MAX` and never past it, the
+/// bytes the memory budget counts per connection; what follows the head leaves in a buffer
+/// of its own size, so a session does not keep the head's.
 async fn read_head(stream: &mut TcpStream) -> Result<Option<(RequestHead, BytesMut)>, Response> {
-    let mut buffer = BytesMut::with_capacity(1024);
+    let mut buffer = BytesMut::with_capacity(HEAD_FIRST_READ_BYTES);
     loop {
         match parse_request_head(&buffer, HEAD_BYTES_MAX, HEADERS_MAX) {
-            Ok(Some((head, used))) => {
-                let leftover = buffer.split_off(used);
-                return Ok(Some((head, leftover)));
-            }
+            Ok(Some((head, used))) => return Ok(Some((head, BytesMut::from(&buffer[used..])))),
             Ok(None) => {}
             Err(error) => return Err(Response::error(error.status(), &error.to_string())),
         }
-        if buffer.capacity() - buffer.len() < 512 {
-            buffer.reserve(buffer.len().clamp(512, HEAD_BYTES_MAX));
+        if buffer.len() == buffer.capacity() {
+            buffer = grown(&buffer);
         }
         let filled = buffer.len();
         let room = buffer.capacity() - filled;
@@ -486,6 +489,14 @@ async fn read_head(stream: &mut TcpStream) -> Result<Option<(RequestHead, BytesM
     }
 }
 
+/// `buffer`'s bytes in one of twice its capacity, at most `HEAD_BYTES_MAX` (a full buffer
+/// of that size is a head too large, refused before it would grow).
+fn grown(buffer: &BytesMut) -> BytesMut {
+    let mut larger = BytesMut::with_capacity((buffer.capacity() * 2).min(HEAD_BYTES_MAX));
+    larger.extend_from_slice(buffer);
+    larger
+}
+
 /// The peer a trusted proxy names in `Forwarded` or `X-Forwarded-For`, every line of them
 /// (the walk and its refusals are `bps_ws::forwarded`); its bounds apply from here on.
 fn name_peer(link: &CoreLink, port: &Port, head: &RequestHead) -> Result<(), Response> {
@@ -498,4 +509,26 @@ fn name_peer(link: &CoreLink, port: &Port, head: &RequestHead) -> Result<(), Res
     )
     .map_err(|error| Response::error(400, &error.to_string()))?;
     link.name_proxied_peer(port, ip).map_err(refusal_response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_buffer_grows_to_the_budgeted_bound_and_no_further() {
+        let mut buffer = BytesMut::with_capacity(HEAD_FIRST_READ_BYTES);
+        let mut written = 0u8;
+        while buffer.capacity() < HEAD_BYTES_MAX {
+            while buffer.len() < buffer.capacity() {
+                buffer.extend_from_slice(&[written]);
+                written = written.wrapping_add(1);
+            }
+            let before = buffer.clone();
+            buffer = grown(&buffer);
+            assert_eq!(buffer[..], before[..], "growing keeps the bytes read");
+            assert!(buffer.capacity() <= HEAD_BYTES_MAX, "{}", buffer.capacity());
+        }
+        assert_eq!(buffer.capacity(), HEAD_BYTES_MAX);
+    }
 }
