@@ -86,14 +86,14 @@ fn ws_decoder() -> Vec<Seed> {
             &unmasked_fragments,
         ),
         decoder_seed(
-            "rfc-ping-and-masked-pong",
+            "rfc-unmasked-ping",
             CLIENT,
             8192,
             &[],
             &[0x89, 0x05, b'H', b'e', b'l', b'l', b'o'],
         ),
         decoder_seed(
-            "rfc-pong",
+            "rfc-masked-pong",
             SERVER,
             8192,
             &[],
