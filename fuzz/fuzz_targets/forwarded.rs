@@ -14,7 +14,11 @@
 //! - the lines are one list: joining them with `,` into one line changes nothing;
 //! - a trusted hop appended on the right changes nothing (a walk that found no one now
 //!   finds that proxy); an untrusted address appended names it; `unknown` appended refuses;
-//!   a `Forwarded` line added when none named anyone decides alone.
+//!   a `Forwarded` line added when none named anyone decides alone;
+//! - the `X-Forwarded-For` walk is the walk restated here: from the right, past trusted
+//!   proxies, to the first untrusted hop (or, all trusted, the leftmost), so an answer is
+//!   always one of the hops; a hop that hides the client or does not parse, where the walk
+//!   reaches it, refuses; no hop at all is `Missing` (the broker keeps the socket's peer).
 
 #![no_main]
 
@@ -76,6 +80,61 @@ fn check_hop_forms(v4: Ipv4Addr, v6: Ipv6Addr) {
     }
 }
 
+/// The walk over `X-Forwarded-For` as docs/WEBSOCKET.md states it: hops split at `,`,
+/// blank ones skipped, read from the right; a trusted address is passed (the leftmost one
+/// is the answer when every hop is trusted), the first untrusted address is the peer.
+fn x_forwarded_for_model(
+    lines: &[&str],
+    trusted: &TrustedProxies,
+) -> Result<IpAddr, ForwardedError> {
+    let hops: Vec<&str> = lines
+        .iter()
+        .flat_map(|line| line.split(','))
+        .filter(|hop| !hop.trim_matches([' ', '\t']).is_empty())
+        .collect();
+    let mut leftmost_trusted = None;
+    for hop in hops.iter().rev() {
+        match parse_hop(hop) {
+            Ok(Hop::Address(ip)) if trusted.contains(ip) => leftmost_trusted = Some(ip),
+            Ok(Hop::Address(ip)) => return Ok(ip),
+            Ok(Hop::Unknown | Hop::Obfuscated) => {
+                return Err(ForwardedError::Unknown {
+                    header: X_FORWARDED_FOR,
+                    hop: String::new(),
+                });
+            }
+            Err(_) => {
+                return Err(ForwardedError::Hop {
+                    header: X_FORWARDED_FOR,
+                    hop: String::new(),
+                    reason: "",
+                });
+            }
+        }
+    }
+    leftmost_trusted.ok_or(ForwardedError::Missing)
+}
+
+/// The same outcome, ignoring the quoted hop and the reason of an error.
+fn same_outcome(
+    one: &Result<IpAddr, ForwardedError>,
+    other: &Result<IpAddr, ForwardedError>,
+) -> bool {
+    match (one, other) {
+        (Ok(one), Ok(other)) => one == other,
+        (Err(ForwardedError::Missing), Err(ForwardedError::Missing)) => true,
+        (
+            Err(ForwardedError::Unknown { header, .. }),
+            Err(ForwardedError::Unknown { header: other, .. }),
+        )
+        | (
+            Err(ForwardedError::Hop { header, .. }),
+            Err(ForwardedError::Hop { header: other, .. }),
+        ) => header == other,
+        _ => false,
+    }
+}
+
 fn check_ranges(entries: &str) -> Vec<IpRange> {
     let mut ranges = vec![IpRange::from(IpAddr::V4(PROXY))];
     for entry in entries.split(',') {
@@ -121,6 +180,13 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(ip) = peer {
         assert_eq!(ip, ip.to_canonical());
+    }
+    if !forwarded_active(&forwarded) {
+        let expected = x_forwarded_for_model(&x_forwarded_for, &trusted);
+        assert!(
+            same_outcome(&peer, &expected),
+            "{peer:?}, model {expected:?}"
+        );
     }
 
     // One list: the lines joined into one.

@@ -3,8 +3,9 @@
 //! Owns: the byte layouts of the structured target inputs ([`frame_input`], [`soc_input`],
 //! [`bmt_input`]) with the [`reader`] they parse through, the independent reference models
 //! the targets compare against ([`keccak_reference`]: keccak256, BMT, CAC and SOC addresses
-//! straight from tiny-keccak; [`varint_reference`]: LEB128 as protobuf defines it), and the
-//! seed inputs written into `fuzz/corpus/` ([`seeds`]).
+//! straight from tiny-keccak; [`varint_reference`]: LEB128 as protobuf defines it;
+//! [`ws_reference`]: an RFC 6455 receiver), and the seed inputs written into `fuzz/corpus/`
+//! ([`seeds`], with the WebSocket side's in [`ws_seeds`]).
 //!
 //! Never: calls the code under test to compute an expected value. A reference model here is
 //! written from the specification (docs/PROTOCOL.md, bee's definitions, protobuf's encoding rules),
@@ -17,3 +18,5 @@ pub mod reader;
 pub mod seeds;
 pub mod soc_input;
 pub mod varint_reference;
+pub mod ws_reference;
+pub mod ws_seeds;

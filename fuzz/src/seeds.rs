@@ -55,6 +55,7 @@ pub fn all() -> Vec<Seed> {
         keccak_bmt(),
         machine(),
         forwarded(),
+        crate::ws_seeds::all(),
     ]
     .concat()
 }
