@@ -29,6 +29,7 @@ mod lane_tree;
 mod wire;
 
 pub mod batch;
+pub mod fair;
 pub mod bmt;
 pub mod job;
 pub mod keccak;
