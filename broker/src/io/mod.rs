@@ -484,6 +484,9 @@ fn pool_figures(stats: &PoolStats) -> crate::metrics::VerifyPoolFigures {
         key_accepts: read(&stats.key_accepts),
         batch_checks: read(&stats.batch_checks),
         batch_failures: read(&stats.batch_failures),
+        class_full: read(&stats.class_full),
+        cancelled: read(&stats.cancelled),
+        bisections: read(&stats.bisections),
     }
 }
 
@@ -498,6 +501,9 @@ fn start_pool(
         PoolConfig {
             workers: config.effective_verify_workers(cores),
             queue_jobs_max: config.effective_queue_jobs(cores),
+            // A cohort is homed on one core, so its jobs are that core's frames in flight
+            // at most: the bound is never met, and one cohort can hold no more than that.
+            queue_jobs_per_class_max: config.limits.frames_in_flight_per_core_max,
             batch_jobs_max: config.verify.batch_jobs_max,
             batch_wait_us: config.verify.batch_wait_us,
             key_cache_keys_max: config.verify.key_cache_keys_max,
