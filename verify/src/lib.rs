@@ -29,8 +29,8 @@ mod lane_tree;
 mod wire;
 
 pub mod batch;
-pub mod fair;
 pub mod bmt;
+pub mod fair;
 pub mod job;
 pub mod keccak;
 pub mod keycache;

@@ -306,7 +306,11 @@ impl<T: Send + 'static> Pool<T> {
     /// Takes back the queued jobs of `class` whose tag `cancelled` picks (none a worker has
     /// taken already: those finish as usual), and returns their tags in queue order.
     pub fn cancel(&self, class: u64, mut cancelled: impl FnMut(&T) -> bool) -> Vec<T> {
-        let removed = self.shared.lock().jobs.cancel(class, |job| cancelled(&job.tag));
+        let removed = self
+            .shared
+            .lock()
+            .jobs
+            .cancel(class, |job| cancelled(&job.tag));
         let count = removed.len();
         self.stats.depth.fetch_sub(count, Ordering::Relaxed);
         self.stats
@@ -532,7 +536,10 @@ mod tests {
             },
         );
         for tag in 0..10u8 {
-            assert!(pool.submit(0, tag, request(&key, tag, key.address())).is_ok());
+            assert!(
+                pool.submit(0, tag, request(&key, tag, key.address()))
+                    .is_ok()
+            );
         }
         release.send(()).expect("worker waiting");
         let batches: Vec<Vec<(u8, bool)>> =
@@ -649,7 +656,10 @@ mod tests {
             },
         );
         for tag in 0..JOBS {
-            assert!(pool.submit(0, tag, request(&key, tag, key.address())).is_ok());
+            assert!(
+                pool.submit(0, tag, request(&key, tag, key.address()))
+                    .is_ok()
+            );
         }
         release.send(()).expect("a worker waiting");
         release.send(()).expect("a worker waiting");
@@ -709,21 +719,42 @@ mod tests {
             },
         );
         for n in 0..40u8 {
-            assert!(pool.submit(1, (1, n), request(&key, n, key.address())).is_ok());
+            assert!(
+                pool.submit(1, (1, n), request(&key, n, key.address()))
+                    .is_ok()
+            );
         }
         for n in 0..3u8 {
             let id = 100 + n;
-            assert!(pool.submit(2, (2, n), request(&key, id, key.address())).is_ok());
+            assert!(
+                pool.submit(2, (2, n), request(&key, id, key.address()))
+                    .is_ok()
+            );
         }
         release.send(()).expect("worker waiting");
-        let first = receiver.recv_timeout(Duration::from_secs(30)).expect("batch");
+        let first = receiver
+            .recv_timeout(Duration::from_secs(30))
+            .expect("batch");
         assert_eq!(
             first,
-            [(1, 0), (2, 0), (1, 1), (2, 1), (1, 2), (2, 2), (1, 3), (1, 4)]
+            [
+                (1, 0),
+                (2, 0),
+                (1, 1),
+                (2, 1),
+                (1, 2),
+                (2, 2),
+                (1, 3),
+                (1, 4)
+            ]
         );
         let mut rest = Vec::new();
         while rest.len() < 35 {
-            rest.extend(receiver.recv_timeout(Duration::from_secs(30)).expect("batch"));
+            rest.extend(
+                receiver
+                    .recv_timeout(Duration::from_secs(30))
+                    .expect("batch"),
+            );
         }
         let expected: Vec<(u64, u8)> = (5..40).map(|n| (1, n)).collect();
         assert_eq!(rest, expected);
@@ -758,7 +789,10 @@ mod tests {
             },
         );
         for tag in 0..10u8 {
-            assert!(pool.submit(u64::from(tag % 2), tag, request(&key, tag, key.address())).is_ok());
+            assert!(
+                pool.submit(u64::from(tag % 2), tag, request(&key, tag, key.address()))
+                    .is_ok()
+            );
         }
         // The worker is held before its first job, so all ten are still queued.
         let cancelled = pool.cancel(1, |tag| *tag >= 5);
@@ -766,7 +800,11 @@ mod tests {
         assert!(pool.cancel(3, |_| true).is_empty());
         release.send(()).expect("worker waiting");
         let mut seen: Vec<u8> = (0..7)
-            .map(|_| receiver.recv_timeout(Duration::from_secs(30)).expect("a result"))
+            .map(|_| {
+                receiver
+                    .recv_timeout(Duration::from_secs(30))
+                    .expect("a result")
+            })
             .collect();
         seen.sort_unstable();
         assert_eq!(seen, [0, 1, 2, 3, 4, 6, 8]);

@@ -348,7 +348,10 @@ fn one_bad_chunk_among_64_of_16_owners_is_the_only_one_rejected() {
                 stats.batch_checks <= bisection_checks_max(1, 64),
                 "{name}: {stats:?}"
             );
-            assert_eq!(stats.bisections, 6, "{name}: one split per level down to the chunk");
+            assert_eq!(
+                stats.bisections, 6,
+                "{name}: one split per level down to the chunk"
+            );
         }
     }
 }
@@ -376,7 +379,10 @@ fn a_bad_chunk_is_found_by_bisection() {
     let mut verifier = verifier_knowing(&all, OWNERS);
     let stats = assert_exact(&mut verifier, &requests);
     assert_eq!((stats.recoveries, stats.key_accepts), (1, 63));
-    assert!(stats.batch_checks <= bisection_checks_max(1, 64), "{stats:?}");
+    assert!(
+        stats.batch_checks <= bisection_checks_max(1, 64),
+        "{stats:?}"
+    );
     assert_eq!(stats.bisections, 6, "{stats:?}");
 }
 

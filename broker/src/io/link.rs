@@ -389,7 +389,12 @@ impl CoreLink {
         if !self.in_flight_queued.borrow_mut().insert(stream) {
             return;
         }
-        let class = self.read_classes.borrow().get(&stream).copied().unwrap_or(0);
+        let class = self
+            .read_classes
+            .borrow()
+            .get(&stream)
+            .copied()
+            .unwrap_or(0);
         let queued = self
             .in_flight_waiting
             .borrow_mut()

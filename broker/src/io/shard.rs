@@ -69,6 +69,13 @@ use crate::protocol::{
 /// Home and owner messages one turn takes at most, each, before the other tasks run.
 const MESSAGES_PER_TURN: usize = 1024;
 
+/// Deliveries one turn queues at most before the other tasks run (it may finish the
+/// publication it is at): a publication to a large cohort is hundreds of deliveries, and
+/// a turn that applied the whole fan-out budget of such publications ran for 100 ms and
+/// more, during which no reader of any other cohort was polled. At a few hundred thousand
+/// deliveries per second this keeps a turn to a few milliseconds.
+const DELIVERIES_PER_TURN_MAX: usize = 4096;
+
 /// The longest an idle core sleeps between turns: its heartbeat then stays this fresh, so a
 /// heartbeat older than a few of these means a stuck core, never a quiet one.
 const IDLE_TURN_INTERVAL: Duration = Duration::from_secs(1);
@@ -127,6 +134,8 @@ pub struct Shard {
     unflushed_fanouts: Cell<usize>,
     /// Since when the writes wait for the next results, while they do.
     coalescing_since: Cell<Option<Instant>>,
+    /// Deliveries queued in the current turn (`DELIVERIES_PER_TURN_MAX`).
+    turn_deliveries: Cell<usize>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -157,6 +166,7 @@ impl Shard {
             machine_deadline: Cell::new(None),
             unflushed_fanouts: Cell::new(0),
             coalescing_since: Cell::new(None),
+            turn_deliveries: Cell::new(0),
         }
     }
 
@@ -176,6 +186,7 @@ impl Shard {
     }
 
     fn turn(&self, now: Millis) {
+        self.turn_deliveries.set(0);
         self.take_control();
         self.take_credits();
         let budget = self.fanout_budget_left();
@@ -398,7 +409,7 @@ impl Shard {
             self.queue_result(done);
         }
         let mut applied = 0;
-        while applied < budget {
+        while applied < budget && self.turn_deliveries.get() < DELIVERIES_PER_TURN_MAX {
             let next = self.results.borrow_mut().pop();
             let Some((_, done)) = next else {
                 break;
@@ -412,7 +423,11 @@ impl Shard {
     /// A finished verification, queued behind its cohort's earlier ones.
     fn queue_result(&self, done: VerifyDone) {
         let (_, ticket) = done.tag;
-        let class = self.jobs.borrow().get(&ticket).map_or(0, |origin| origin.class);
+        let class = self
+            .jobs
+            .borrow()
+            .get(&ticket)
+            .map_or(0, |origin| origin.class);
         let queued = self.results.borrow_mut().push(class, done);
         assert!(
             queued.is_ok(),
@@ -442,7 +457,7 @@ impl Shard {
         let owner = &self.link.router.inbound().owner;
         let mut fanouts = 0;
         for _ in 0..MESSAGES_PER_TURN {
-            if fanouts >= budget {
+            if fanouts >= budget || self.turn_deliveries.get() >= DELIVERIES_PER_TURN_MAX {
                 break;
             }
             let Some(msg) = owner.pop() else {
@@ -689,6 +704,7 @@ impl Shard {
         renditions: &mut Renditions<'_>,
         read_at: Option<Instant>,
     ) {
+        self.turn_deliveries.set(self.turn_deliveries.get() + 1);
         let Some(port) = self.link.port(stream) else {
             return;
         };
@@ -810,7 +826,10 @@ impl Shard {
         let batch: Vec<InlineJob> = {
             let mut jobs = self.inline_jobs.borrow_mut();
             let take = jobs.len().min(self.link.settings().verify_batch_jobs_max);
-            (0..take).filter_map(|_| jobs.pop()).map(|(_, job)| job).collect()
+            (0..take)
+                .filter_map(|_| jobs.pop())
+                .map(|(_, job)| job)
+                .collect()
         };
         if batch.is_empty() {
             return;

@@ -253,7 +253,11 @@ fn a_closed_streams_job_taken_back_unverified_consumes_its_frame() {
     let (stream, _cohort) = rig.machine.ticket_origin(tickets[0]).expect("in flight");
     assert_eq!(stream, sid(1));
     assert_eq!(rig.closed(sid(1), crate::ClosedBy::Peer), vec![]);
-    assert_eq!(rig.machine.ticket_origin(tickets[0]), None, "the stream is gone");
+    assert_eq!(
+        rig.machine.ticket_origin(tickets[0]),
+        None,
+        "the stream is gone"
+    );
     rig.machine.on_cancelled(rig.now, tickets[0]);
     assert_eq!(rig.drain(), vec![consumed(sid(1))]);
     assert!(rig.all_consumed());
