@@ -18,8 +18,7 @@
 //! - frames in flight: what the router, the machine and the verification pool keep per frame
 //!   read and not consumed, `limits.frames_in_flight_per_core_max` per core;
 //! - fairness between cohorts: the per-cohort queues of the verification pool and of each
-//!   core's results (one entry per frame in flight) and of the readers waiting for a core's
-//!   frames in flight (one per connection);
+//!   core's results, one entry per frame in flight;
 //! - cross-core lanes and overflows: `server.inbox_messages_max` and
 //!   `server.overflow_messages_max` messages per core and destination;
 //! - WebSocket sessions: each connection of the WebSocket listener may hold a request head
@@ -65,10 +64,6 @@ pub const FRAME_IN_FLIGHT_BYTES: u64 = 768;
 /// round-robin slot of a cohort of its own in each), its job-origin entry and its ticket in
 /// its stream's list.
 pub const FAIR_QUEUE_ENTRY_BYTES: u64 = 256;
-
-/// Per connection: a reader waiting for its core's frames in flight (stream id and waker in
-/// its cohort's queue, the set entry that keeps it queued once) and its cohort class entry.
-pub const FAIR_WAITER_BYTES: u64 = 160;
 
 /// Allocator overhead on frame allocations (size classes and the shared header of each
 /// frame), in percent.
@@ -293,8 +288,8 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
         },
         Term {
             name: "fair queues",
-            keys: "limits.frames_in_flight_per_core_max, server.cores, limits.connections_max",
-            bytes: frames_in_flight * FAIR_QUEUE_ENTRY_BYTES + connections * FAIR_WAITER_BYTES,
+            keys: "limits.frames_in_flight_per_core_max, server.cores",
+            bytes: frames_in_flight * FAIR_QUEUE_ENTRY_BYTES,
         },
         Term {
             name: "cross-core lanes",

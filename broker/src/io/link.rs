@@ -4,9 +4,7 @@
 //! Owns: `CoreLink`: the ports of this core's streams, stream ids, admission at accept
 //! (draining, blocklist, `limits.connections_max`, the per-peer pre-Join cap), the read
 //! gates (the router's pause, frame memory, this core's frames in flight, the stream's read
-//! window; readers waiting for this core's frames in flight are let in one cohort after
-//! another, so a cohort whose readers hold every slot cannot keep another cohort's reader
-//! out), the Join and flush deadlines of this core's connections, the listeners a drain
+//! window), the Join and flush deadlines of this core's connections, the listeners a drain
 //! shuts, and the rate limit of log lines a peer can trigger.
 //! The carrier side (`admit`, `wait_read_room`, `hand_over`, `written`, `ended`,
 //! `frame_error`) is all a carrier may call: it sees ports, frames and credits, never the
@@ -16,7 +14,7 @@
 //! credit or a release wakes.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::hash::BuildHasher;
 use std::net::IpAddr;
@@ -28,7 +26,6 @@ use std::task::{Poll, Waker};
 use std::time::Instant;
 
 use bps_proto::{CohortKey, Frame, FrameError};
-use bps_verify::fair::FairQueue;
 
 use super::Shared;
 use super::frame_memory::FrameMemory;
@@ -92,13 +89,7 @@ pub struct CoreLink {
     /// being verified stays consumed-not until its result is back, even when its stream
     /// closed meanwhile, so verification jobs are bounded by this too).
     in_flight: Cell<usize>,
-    /// Readers waiting for room among the frames in flight, by their cohort (`read_classes`),
-    /// woken one cohort after another; a stream is queued once (`in_flight_queued`), so the
-    /// queue holds at most one entry per stream of this core.
-    in_flight_waiting: RefCell<FairQueue<(StreamId, Waker)>>,
-    in_flight_queued: RefCell<HashSet<StreamId>>,
-    /// The cohort class of each stream that sent its Join (a hash of the cohort's key).
-    read_classes: RefCell<HashMap<StreamId, u64>>,
+    in_flight_waiting: RefCell<Vec<Waker>>,
     memory_waiting: RefCell<Vec<Waker>>,
     join_deadlines: RefCell<DeadlineQueue>,
     flush_deadlines: RefCell<DeadlineQueue>,
@@ -136,7 +127,6 @@ impl std::fmt::Debug for CoreLink {
 impl CoreLink {
     pub fn new(core: usize, shared: Arc<Shared>) -> CoreLink {
         let metrics = Arc::clone(&shared.metrics[core]);
-        let waiters_max = shared.settings.connections_max.max(1);
         CoreLink {
             router: Router::new(
                 core,
@@ -151,9 +141,7 @@ impl CoreLink {
             ports: RefCell::new(HashMap::new()),
             next_stream: Cell::new(0),
             in_flight: Cell::new(0),
-            in_flight_waiting: RefCell::new(FairQueue::new(waiters_max, waiters_max)),
-            in_flight_queued: RefCell::new(HashSet::new()),
-            read_classes: RefCell::new(HashMap::new()),
+            in_flight_waiting: RefCell::new(Vec::new()),
             memory_waiting: RefCell::new(Vec::new()),
             join_deadlines: RefCell::new(DeadlineQueue::default()),
             flush_deadlines: RefCell::new(DeadlineQueue::default()),
@@ -324,8 +312,7 @@ impl CoreLink {
     pub async fn hand_over(&self, port: &Port, frame: Frame) -> bool {
         self.metrics.frame_in(port.transport);
         let Some(home) = port.home() else {
-            let (home, class) = self.home_of_join(&frame);
-            self.read_classes.borrow_mut().insert(port.id, class);
+            let home = self.home_of_join(&frame);
             port.set_home(home);
             self.release_prejoin(port);
             self.router.to_home(
@@ -373,36 +360,13 @@ impl CoreLink {
                     if self.core_has_room() || !port.is_open() {
                         return Poll::Ready(());
                     }
-                    self.wait_in_flight_room(port.id, cx.waker());
+                    self.in_flight_waiting.borrow_mut().push(cx.waker().clone());
                     Poll::Pending
                 })
                 .await;
                 continue;
             }
             return port.take_credit();
-        }
-    }
-
-    /// Queues a reader for the next frame in flight freed, behind its cohort's earlier ones
-    /// (once: a stream already queued keeps its place, its waker wakes the same task).
-    fn wait_in_flight_room(&self, stream: StreamId, waker: &Waker) {
-        if !self.in_flight_queued.borrow_mut().insert(stream) {
-            return;
-        }
-        let class = self
-            .read_classes
-            .borrow()
-            .get(&stream)
-            .copied()
-            .unwrap_or(0);
-        let queued = self
-            .in_flight_waiting
-            .borrow_mut()
-            .push(class, (stream, waker.clone()));
-        if let Err(refused) = queued {
-            // Beyond one entry per connection: cannot happen; never strand the reader.
-            self.in_flight_queued.borrow_mut().remove(&stream);
-            refused.job.1.wake();
         }
     }
 
@@ -421,19 +385,14 @@ impl CoreLink {
     }
 
     /// The home core of the cohort a Join names (its canonical key's hash), or this core for
-    /// a Join that does not validate (its own machine answers REJECTED); and the stream's
-    /// class at the frames-in-flight gate (the key's hash; 0 for a Join that does not
-    /// validate).
-    fn home_of_join(&self, frame: &Frame) -> (usize, u64) {
+    /// a Join that does not validate (its own machine answers REJECTED).
+    fn home_of_join(&self, frame: &Frame) -> usize {
         let Ok(join) = bps_proto::decode_join(frame.body()) else {
-            return (self.core, 0);
+            return self.core;
         };
         match bps_proto::validate_join(&join) {
-            Ok(valid) => (
-                self.home_of_key(&valid.key),
-                self.shared.home_hash.hash_one(valid.key.as_bytes()),
-            ),
-            Err(_) => (self.core, 0),
+            Ok(valid) => self.home_of_key(&valid.key),
+            Err(_) => self.core,
         }
     }
 
@@ -525,7 +484,6 @@ impl CoreLink {
     /// The carrier is done with the stream: both directions ended and the socket closed.
     pub fn ended(&self, port: &Port, cause: ClosedBy) {
         self.ports.borrow_mut().remove(&port.id);
-        self.read_classes.borrow_mut().remove(&port.id);
         self.release_prejoin(port);
         self.shared.connections.fetch_sub(1, Ordering::Relaxed);
         self.metrics.closed(port.transport);
@@ -578,19 +536,9 @@ impl CoreLink {
         self.in_flight.get()
     }
 
-    /// Wakes the next reader waiting for room among the frames in flight, skipping the
-    /// entries of streams that ended meanwhile.
     fn wake_core_waiter(&self) {
-        loop {
-            let next = self.in_flight_waiting.borrow_mut().pop();
-            let Some((_, (stream, waker))) = next else {
-                return;
-            };
-            self.in_flight_queued.borrow_mut().remove(&stream);
-            if self.ports.borrow().contains_key(&stream) {
-                waker.wake();
-                return;
-            }
+        if let Some(waker) = self.in_flight_waiting.borrow_mut().pop() {
+            waker.wake();
         }
     }
 
