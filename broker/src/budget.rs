@@ -10,8 +10,9 @@
 //! upper bounds derived from the configuration alone.
 //!
 //! Every structure that grows with peer input is bounded and appears here:
-//! - connections: each one's fixed state (port, stream, tasks, idle read buffer, queue and
-//!   write batch slots), `limits.connections_max` of them;
+//! - connections: each one's fixed state (what an idle stream holds: port, stream, tasks,
+//!   idle read buffer), and its outbound queue and write batch at their largest (both grow
+//!   to what the stream has held so far), `limits.connections_max` of them;
 //! - frame memory: every frame read and not yet released, grown read buffers and their
 //!   reads, bounded at run time by `limits.frame_memory_bytes_max` (readers wait at the
 //!   bound), plus one idle-sized unreserved read per connection;
@@ -43,17 +44,32 @@
 use std::fmt;
 
 use crate::config::BrokerConfig;
+use crate::limits::{
+    BRIDGE_MESSAGE_BYTES_MAX, LOG_BUFFERED_LINES_MAX, PORT_CONTROL_MESSAGES_MAX,
+    QUEUE_SLACK_FACTOR, READ_BUFFER_IDLE_BYTES, STATIC_BYTES_MAX, WS_HEAD_BYTES_MAX,
+    native_message_bytes_max,
+};
 
 /// The process before any connection: heap of the runtimes and pools, io_uring rings,
 /// touched thread stacks, the binary's own pages.
 pub const BASE_BYTES: u64 = 64 << 20;
 
-/// One connection's fixed state: its port and the machine's stream record, both tasks'
-/// futures, the table entries that name it, the io_uring operation state.
-pub const CONNECTION_STATE_BYTES: u64 = 6 << 10;
+/// What one idle connection holds besides its read buffer: its port (592 bytes) and the
+/// machine's stream record, both tasks (futures of about 750 bytes each), the table entries
+/// that name it, its cancellers, the io_uring operation state, the queue and batch slots
+/// its Ack took, and the allocator's rounding of each. Measured rather than summed:
+/// `bench/conns-check` reads 4.6–4.7 KB of RSS per idle TCP stream, read buffer included
+/// (docs/benchmarks/HISTORY.md, "Memory per idle stream back under 8 KiB"); this plus
+/// `READ_BUFFER_IDLE_BYTES` keeps a fifth above that.
+pub const CONNECTION_STATE_BYTES: u64 = 5 << 10;
 
-/// One slot of an outbound queue or a write batch: a `Bytes` handle plus an `iovec`.
-pub const FRAME_SLOT_BYTES: u64 = 48;
+/// One slot of an outbound queue: an `Outgoing`, a `Bytes` handle (32 bytes) and its inline
+/// prefix (`PREFIX_BYTES_MAX` bytes and a length), aligned.
+pub const QUEUE_SLOT_BYTES: u64 = 48;
+
+/// One slot of a write batch: the body's `Bytes` handle (32 bytes), its inline prefix (11)
+/// and two `iovec`s (32), rounded up.
+pub const BATCH_SLOT_BYTES: u64 = 80;
 
 /// Per frame in flight: its router message, the machine's record of it, the verification
 /// request and job, the pool's result and the ticket maps.
@@ -114,18 +130,14 @@ pub const SERIES_LINES_PER_CORE: u64 = 200;
 pub const ADMIN_BYTES: u64 = 16 << 20;
 
 /// Log lines the non-blocking writer buffers at most, and their largest size.
-pub const LOG_BUFFER_BYTES: u64 = crate::lifecycle::LOG_BUFFERED_LINES_MAX as u64 * 1024;
+pub const LOG_BUFFER_BYTES: u64 = LOG_BUFFERED_LINES_MAX as u64 * 1024;
 
 /// What a WebSocket connection may hold beyond a TCP one: its request head while it is
-/// read, the message its decoder assembles (a frame, or the largest bridge message), the
-/// inline headers of its write batch, and the session's own state.
-pub fn ws_connection_bytes(frame_bytes_max: usize, write_batch_frames_max: usize) -> u64 {
-    let message = crate::io::native_message_bytes_max(frame_bytes_max)
-        .max(crate::io::BRIDGE_MESSAGE_BYTES_MAX);
-    to_u64(crate::io::WS_HEAD_BYTES_MAX)
-        + to_u64(message)
-        + to_u64(write_batch_frames_max) * to_u64(crate::io::PREFIX_BYTES_MAX)
-        + WS_SESSION_STATE_BYTES
+/// read, the message its decoder assembles (a frame, or the largest bridge message), and the
+/// session's own state (the inline headers of its write batch are in `BATCH_SLOT_BYTES`).
+pub fn ws_connection_bytes(frame_bytes_max: usize) -> u64 {
+    let message = native_message_bytes_max(frame_bytes_max).max(BRIDGE_MESSAGE_BYTES_MAX);
+    to_u64(WS_HEAD_BYTES_MAX) + to_u64(message) + WS_SESSION_STATE_BYTES
 }
 
 /// A WebSocket session's own state: its bridge session, keepalive task and decoder.
@@ -241,12 +253,14 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
     let limits = &config.limits;
     let server = &config.server;
     let connections = to_u64(limits.connections_max);
-    let queue_slots = to_u64(limits.outbound_queue_frames_max)
-        * to_u64(crate::io::QUEUE_SLACK_FACTOR)
-        + to_u64(server.write_batch_frames_max);
+    // A queue doubles as it fills, up to its bound and slack; a batch grows to the largest
+    // write, control messages included.
+    let queue_slots =
+        (to_u64(limits.outbound_queue_frames_max) * to_u64(QUEUE_SLACK_FACTOR)).next_power_of_two();
+    let batch_slots = to_u64(server.write_batch_frames_max) + to_u64(PORT_CONTROL_MESSAGES_MAX);
     let frames_in_flight = cores * to_u64(limits.frames_in_flight_per_core_max);
     let frame_memory = to_u64(limits.frame_memory_bytes_max);
-    let idle_read = to_u64(crate::io::READ_BUFFER_IDLE_BYTES);
+    let idle_read = to_u64(READ_BUFFER_IDLE_BYTES);
     let cohorts = to_u64(limits.cohorts_max);
     let cohort_bytes = COHORT_STATE_BYTES
         + to_u64(limits.cursors_per_cohort_max) * CURSOR_ENTRY_BYTES
@@ -272,7 +286,10 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
             name: "connections",
             keys: "limits.connections_max, limits.outbound_queue_frames_max, server.write_batch_frames_max",
             bytes: connections
-                * (CONNECTION_STATE_BYTES + idle_read + queue_slots * FRAME_SLOT_BYTES),
+                * (CONNECTION_STATE_BYTES
+                    + idle_read
+                    + queue_slots * QUEUE_SLOT_BYTES
+                    + batch_slots * BATCH_SLOT_BYTES),
         },
         Term {
             name: "frame memory",
@@ -305,12 +322,11 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
             name: "WebSocket sessions",
             keys: "ws.enabled, limits.connections_max, limits.frame_bytes_max, ws.static_dir",
             bytes: if config.ws.enabled {
-                connections
-                    * ws_connection_bytes(limits.frame_bytes_max, server.write_batch_frames_max)
+                connections * ws_connection_bytes(limits.frame_bytes_max)
                     + if config.ws.static_dir.is_empty() {
                         0
                     } else {
-                        crate::io::STATIC_BYTES_MAX
+                        STATIC_BYTES_MAX
                     }
             } else {
                 0
@@ -400,8 +416,11 @@ pub fn rss_bytes() -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{MemoryBudget, default_budget};
+    use super::{
+        BATCH_SLOT_BYTES, CONNECTION_STATE_BYTES, MemoryBudget, QUEUE_SLOT_BYTES, default_budget,
+    };
     use crate::config::BrokerConfig;
+    use crate::limits::READ_BUFFER_IDLE_BYTES;
 
     #[test]
     fn the_defaults_fit_half_of_a_small_host_and_every_term_is_sized_by_keys() {
@@ -430,6 +449,26 @@ mod tests {
         );
         assert!(message.contains("connections"), "{message}");
         assert_eq!(budget.largest(1)[0].name, "connections");
+    }
+
+    #[test]
+    fn a_connection_counts_its_idle_state_and_its_queue_and_batch_grown_to_their_bounds() {
+        let mut config = BrokerConfig::default();
+        config.limits.connections_max = 1000;
+        config.limits.outbound_queue_frames_max = 100;
+        config.server.write_batch_frames_max = 50;
+        let connections = MemoryBudget::of(&config, 2, 2, 64 << 30)
+            .terms
+            .into_iter()
+            .find(|term| term.name == "connections")
+            .map(|term| term.bytes);
+        // A queue doubles up to its bound and slack (200 frames: 256 slots); a batch holds
+        // the largest write and the two control messages.
+        let per_connection = CONNECTION_STATE_BYTES
+            + READ_BUFFER_IDLE_BYTES as u64
+            + 256 * QUEUE_SLOT_BYTES
+            + 52 * BATCH_SLOT_BYTES;
+        assert_eq!(connections, Some(1000 * per_connection));
     }
 
     #[test]

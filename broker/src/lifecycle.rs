@@ -30,6 +30,7 @@ use crate::config::{
     BrokerConfig, ConfigError, ConfigSources, LimitsConfig, LogConfig, LogFormat, apply_reloadable,
     reloadable_diff,
 };
+use crate::limits::LOG_BUFFERED_LINES_MAX;
 
 /// File descriptors the broker needs besides its streams: stdio, the admin listener and its
 /// connections, the notify socket, the verification pool's wakes, log files.
@@ -38,10 +39,6 @@ pub const NOFILE_BASE_MARGIN: u64 = 64;
 /// File descriptors each core needs besides its streams: its listener, its io_uring or epoll
 /// instance, its eventfd and timer.
 pub const NOFILE_PER_CORE_MARGIN: u64 = 8;
-
-/// Log lines the non-blocking writer buffers; beyond it lines are dropped (and counted)
-/// rather than a runtime thread waiting for a slow stderr (a full journald pipe).
-pub const LOG_BUFFERED_LINES_MAX: usize = 16_384;
 
 /// What the daemon needs from the running broker (implemented over `io::Broker` in main.rs).
 pub trait Service {

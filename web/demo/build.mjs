@@ -1,6 +1,7 @@
 // Builds the demo page into demo/dist/ (gitignored), which the broker serves from
-// ws.static_dir: main.ts and the library bundled into one ES module with esbuild, and the
-// static files copied beside it. Run by `npm run build:demo` after `npm run generate`
+// ws.static_dir: main.ts and the library bundled into one ES module with esbuild, the
+// verification worker (verifyWorker.ts, started by the page from its own origin) into a
+// second one beside it, and the static files copied beside them. Run by `npm run build:demo` after `npm run generate`
 // (the bundle needs the generated wire types). Never minifies: the demo is meant to be read.
 import { copyFile, mkdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
@@ -14,8 +15,8 @@ const STATIC_FILES = ["index.html", "style.css"];
 await rm(out, { recursive: true, force: true });
 await mkdir(out, { recursive: true });
 await build({
-  entryPoints: [join(here, "src", "main.ts")],
-  outfile: join(out, "main.js"),
+  entryPoints: [join(here, "src", "main.ts"), join(here, "src", "verifyWorker.ts")],
+  outdir: out,
   bundle: true,
   format: "esm",
   platform: "browser",

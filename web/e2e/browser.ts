@@ -44,14 +44,21 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM_BIN, args: CHROMIUM_ARGS, timeout: LAUNCH_DEADLINE_MS });
 }
 
+/** How `openDemo` treats the question a link to another broker asks first. */
+export interface OpenOptions {
+  /** The URL's `ws` names another broker than the page's: agree to connect there. */
+  readonly agreeToEndpoint?: boolean;
+}
+
 /** Opens `url` in a new context (a new person) and waits until the page shows its address. */
-export async function openDemo(browser: Browser, url: string): Promise<DemoPage> {
+export async function openDemo(browser: Browser, url: string, options: OpenOptions = {}): Promise<DemoPage> {
   const context = await browser.newContext({ viewport: VIEWPORT });
   const page = await context.newPage();
   page.setDefaultTimeout(PAGE_DEADLINE_MS);
   const errors: string[] = [];
   page.on("pageerror", (error) => errors.push(error.message));
   await page.goto(url, { timeout: PAGE_DEADLINE_MS });
+  if (options.agreeToEndpoint === true) await testId(page, "endpoint-continue").click();
   const address = await testId(page, "my-address").textContent();
   if (address === null || !/^0x[0-9a-f]{40}$/.test(address)) throw new Error(`the page at ${url} shows no address`);
   return { page, address, errors, close: () => context.close() };

@@ -26,7 +26,9 @@ it("a page given a forged delivery marks it as failed verification and does not 
   const room = uniqueRoom("forged");
   const admin = newKey();
   const relay = await startForgingRelay(ws, 2);
-  const viewer = await openDemo(browser, demoUrl(ws, { view: "live", room, admin: `0x${admin.address}`, ws: relay.endpoint }));
+  const viewer = await openDemo(browser, demoUrl(ws, { view: "live", room, admin: `0x${admin.address}`, ws: relay.endpoint }), {
+    agreeToEndpoint: true,
+  });
   try {
     await waitForText(viewer.page, "status", "watching");
     const frames = ["first frame", "second frame", "third frame"];

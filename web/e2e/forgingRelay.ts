@@ -3,7 +3,10 @@
  * that passes every message through unchanged except one, the `nth` delivered DATA
  * Broadcast, in which it flips one byte of the chunk's payload. The frame stays
  * well-formed (same length, same fields); only the signature no longer covers it, which is
- * what the page's verification must catch.
+ * what the page's verification must catch. With `floodCopies` it then sends that many more
+ * forgeries of the frame in one burst, each with another payload bit flipped (so each
+ * recovers another signer), as a hostile broker flooding the page would: each costs the
+ * page a full signature check, which its worker's budget must absorb.
  *
  * Owns: `startForgingRelay`, `Forgery` (what it changed, so the test can look for it).
  * Never: changes the Join, the Ack or any other frame, or talks to anything but
@@ -43,8 +46,14 @@ export interface ForgingRelay {
 const FLIP_OFFSET = 0;
 const FLIP_MASK = 0x01;
 
+/** What else the relay does besides the one forgery. */
+export interface RelayOptions {
+  /** Copies of the forged frame sent right after it (default none). */
+  readonly floodCopies?: number;
+}
+
 /** Relays to `brokerWs` (host:port) and forges the `nth` (1-based) delivered DATA frame. */
-export async function startForgingRelay(brokerWs: string, nth: number): Promise<ForgingRelay> {
+export async function startForgingRelay(brokerWs: string, nth: number, options: RelayOptions = {}): Promise<ForgingRelay> {
   const server = new WebSocketServer({ host: "127.0.0.1", port: 0, path: NATIVE_PATH });
   await once(server, "listening");
   const forgeries: Forgery[] = [];
@@ -58,9 +67,12 @@ export async function startForgingRelay(brokerWs: string, nth: number): Promise<
     broker.on("message", (data: Buffer) => {
       const message = new Uint8Array(data);
       // The first message is the Ack; every later one a Broadcast.
-      if (acked && isData(message) && ++delivered === nth) forgeries.push(flipPayloadByte(message));
+      const forge = acked && isData(message) && ++delivered === nth;
+      const genuine = message.slice();
+      if (forge) forgeries.push(flipPayloadByte(message));
       acked = true;
       page.send(message);
+      if (forge) for (let copy = 1; copy <= (options.floodCopies ?? 0); copy++) page.send(floodCopy(genuine, copy));
     });
     page.on("close", () => broker.close());
     broker.on("close", () => page.close());
@@ -82,6 +94,25 @@ function isData(message: Uint8Array): boolean {
   const body = decodeFrameMessage(message, FRAME_BYTES_MAX_DEFAULT);
   const broadcast = body.ok ? decodeBroadcast(body.value) : undefined;
   return broadcast?.ok === true && broadcast.value.kind === Kind.DATA;
+}
+
+/** Forgery number `copy` (from 1) of the DATA frame in `genuine`: another payload bit flipped each time. */
+function floodCopy(genuine: Uint8Array, copy: number): Uint8Array {
+  const message = genuine.slice();
+  const { at, length } = payloadAt(message);
+  const bit = copy % (length * 8);
+  message[at + Math.floor(bit / 8)] = message[at + Math.floor(bit / 8)]! ^ (1 << bit % 8);
+  return message;
+}
+
+/** Where the payload of the DATA frame in `message` starts, and its length. */
+function payloadAt(message: Uint8Array): { at: number; length: number } {
+  const body = decodeFrameMessage(message, FRAME_BYTES_MAX_DEFAULT);
+  const broadcast = body.ok ? decodeBroadcast(body.value) : undefined;
+  if (broadcast?.ok !== true) throw new Error("not a Broadcast");
+  const soc = parseSoc(broadcast.value.soc);
+  if (!soc.ok || soc.value.payload.length === 0) throw new Error("the DATA frame has no payload to forge");
+  return { at: indexOf(message, broadcast.value.soc.subarray(0, SOC_MIN_CHUNK_SIZE)) + SOC_MIN_CHUNK_SIZE, length: soc.value.payload.length };
 }
 
 /** Flips one payload byte of the DATA frame in `message`, in place. */

@@ -52,6 +52,7 @@ import { type ShapeFault, checkImplicit } from "./shape.js";
 import {
   SOC_MIN_CHUNK_SIZE,
   type SocFault,
+  type SocValidator,
   type SocView,
   parseSoc,
   spanValue,
@@ -144,6 +145,11 @@ export interface AdmissionOptions {
   readonly cursorsMax?: number;
   /** Implicit dedup window in chunks (default `DEDUP_WINDOW_CHUNKS_DEFAULT`). */
   readonly dedupWindowChunks?: number;
+  /**
+   * What checks a chunk's signature and address (default `validateSoc`): a page can hand
+   * this costly part to a Web Worker and give here what the worker found for those bytes.
+   */
+  readonly validateSoc?: SocValidator;
 }
 
 /** The persistent part of an `Admission`, as JSON-ready values. */
@@ -192,9 +198,11 @@ export class Admission {
   #rosterSeen = false;
   readonly #cursors: CursorTable;
   readonly #seen: DedupWindow;
+  readonly #validate: SocValidator;
 
   constructor(spec: Spec, options: AdmissionOptions = {}) {
     this.spec = spec;
+    this.#validate = options.validateSoc ?? validateSoc;
     this.#cursors = new CursorTable(options.cursorsMax ?? CURSORS_MAX_DEFAULT);
     this.#seen = new DedupWindow(options.dedupWindowChunks ?? DEDUP_WINDOW_CHUNKS_DEFAULT);
   }
@@ -261,14 +269,14 @@ export class Admission {
       case Kind.ROSTER:
         return this.#admitRoster(admin, broadcast, soc);
       case Kind.EOS:
-        return admitEos(admin, broadcast, soc);
+        return admitEos(admin, broadcast, soc, this.#validate);
       case Kind.DATA:
         return this.#admitData(broadcast, soc);
     }
   }
 
   #admitData(broadcast: Broadcast, soc: SocView): Admitted {
-    const valid = validateSoc(broadcast.soc);
+    const valid = this.#validate(broadcast.soc);
     if (!valid.ok) return fail({ code: "invalid-soc", fault: valid.fault });
     const { owner, address } = valid.value;
     if (!this.admits(owner)) return fail({ code: "not-admitted", owner });
@@ -292,7 +300,7 @@ export class Admission {
   }
 
   #admitRoster(admin: Uint8Array, broadcast: Broadcast, soc: SocView): Admitted {
-    const valid = validateSocAt(broadcast.soc, socAddress(soc.id, admin));
+    const valid = validateSocAt(broadcast.soc, socAddress(soc.id, admin), this.#validate);
     if (!valid.ok) return fail({ code: "invalid-soc", fault: valid.fault });
     const index = broadcast.index;
     if (index === U64_MAX) return fail({ code: "index-max", kind: Kind.ROSTER });
@@ -319,7 +327,7 @@ export class Admission {
   }
 
   #admitImplicit(broadcast: Broadcast): Admitted {
-    const valid = validateSoc(broadcast.soc);
+    const valid = this.#validate(broadcast.soc);
     if (!valid.ok) return fail({ code: "invalid-soc", fault: valid.fault });
     const recovered = valid.value;
     const { topic, binding } = this.spec;
@@ -388,12 +396,12 @@ export class Admission {
   }
 }
 
-function admitEos(admin: Uint8Array, broadcast: Broadcast, soc: SocView): Admitted {
+function admitEos(admin: Uint8Array, broadcast: Broadcast, soc: SocView, validate: SocValidator): Admitted {
   const span = spanValue(soc);
   if (broadcast.index !== 0n || span !== 0n || soc.payload.length !== 0) {
     return fail({ code: "malformed-eos", index: broadcast.index, span, payloadLength: soc.payload.length });
   }
-  const valid = validateSocAt(broadcast.soc, socAddress(soc.id, admin));
+  const valid = validateSocAt(broadcast.soc, socAddress(soc.id, admin), validate);
   return valid.ok ? ok({ type: "eos" }) : fail({ code: "invalid-soc", fault: valid.fault });
 }
 

@@ -93,7 +93,7 @@ export {
   validateSoc,
   validateSocAt,
 } from "./soc.js";
-export type { PayloadTooLarge, Recovered, SocFault, SocView } from "./soc.js";
+export type { PayloadTooLarge, Recovered, SocFault, SocValidator, SocView } from "./soc.js";
 export {
   SpecError,
   authorship,

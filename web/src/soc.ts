@@ -139,11 +139,22 @@ export function validateSoc(data: Uint8Array): Result<Recovered, SocFault> {
 }
 
 /**
- * bee's `soc.Valid(expectedAddress, data)`. BPS "validates at the expected address" by
- * passing keccak256(id ‖ expectedOwner), which forces the owner.
+ * What checks a SOC as `validateSoc` does; another one (a Web Worker's answer looked up on
+ * the page, say) must give the same result for the same bytes.
  */
-export function validateSocAt(data: Uint8Array, expectedAddress: Uint8Array): Result<Recovered, SocFault> {
-  const valid = validateSoc(data);
+export type SocValidator = (data: Uint8Array) => Result<Recovered, SocFault>;
+
+/**
+ * bee's `soc.Valid(expectedAddress, data)`. BPS "validates at the expected address" by
+ * passing keccak256(id ‖ expectedOwner), which forces the owner. `validate` is what
+ * recovers the owner (default `validateSoc`).
+ */
+export function validateSocAt(
+  data: Uint8Array,
+  expectedAddress: Uint8Array,
+  validate: SocValidator = validateSoc,
+): Result<Recovered, SocFault> {
+  const valid = validate(data);
   if (!valid.ok) return valid;
   const { address, owner } = valid.value;
   if (!equalBytes(address, expectedAddress)) {

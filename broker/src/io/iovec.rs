@@ -2,8 +2,9 @@
 //!
 //! Owns the `iovec` array handed to the kernel, the `Bytes` handles that keep the bodies
 //! alive while the write is in flight (monoio owns the batch during the call), and the
-//! inline prefixes (WebSocket headers) the iovecs point into, in a slice that is allocated
-//! once and never moves. Handles partial writes by advancing past what the kernel took.
+//! inline prefixes (WebSocket headers) the iovecs point into, in a slice that never moves
+//! while the batch holds a message (it is replaced only when the batch is empty, to grow).
+//! Handles partial writes by advancing past what the kernel took.
 //! Never copies a body: the same `Bytes` a thousand subscribers share goes to the kernel as
 //! a pointer.
 
@@ -44,6 +45,17 @@ impl IoBatch {
             iovecs: Vec::with_capacity(2 * messages),
             frames: 0,
             start: 0,
+        }
+    }
+
+    /// Makes an empty batch hold at least `messages` messages, growing it to the next power
+    /// of two (at most `messages_max`), so a stream's batch is as large as its largest write
+    /// so far: an idle stream's stays small, a busy one's is allocated a few times in its
+    /// life and then reused. A batch that holds messages is left as it is (its iovecs point
+    /// into its prefix slice).
+    pub fn reserve(&mut self, messages: usize, messages_max: usize) {
+        if self.is_empty() && self.prefixes.len() < messages {
+            *self = IoBatch::with_capacity(messages.next_power_of_two().min(messages_max));
         }
     }
 
@@ -232,5 +244,29 @@ mod tests {
         // point.
         let moved = std::convert::identity(batch);
         assert_eq!(unwritten(&moved), b"\x82\x03abc\x8a\x00de");
+    }
+
+    #[test]
+    fn an_empty_batch_grows_to_the_write_in_powers_of_two_and_a_full_one_never_moves() {
+        let mut batch = IoBatch::with_capacity(0);
+        assert!(!batch.has_room(), "an idle stream's batch holds nothing");
+        batch.reserve(3, 66);
+        assert_eq!(batch.prefixes.len(), 4);
+        batch.reserve(2, 66);
+        assert_eq!(batch.prefixes.len(), 4, "never shrinks");
+        batch.reserve(65, 66);
+        assert_eq!(batch.prefixes.len(), 66, "at most the largest write");
+        let mut batch = IoBatch::with_capacity(1);
+        batch.push(Outgoing {
+            prefix: Prefix::of(&[0x82, 1]),
+            body: Bytes::from_static(b"a"),
+        });
+        batch.reserve(8, 66);
+        assert_eq!(
+            batch.prefixes.len(),
+            1,
+            "its iovecs point into its prefixes"
+        );
+        assert_eq!(unwritten(&batch), b"\x82\x01a");
     }
 }

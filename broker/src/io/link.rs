@@ -33,21 +33,9 @@ use super::log_gate::LogGate;
 use super::notify::LocalNotify;
 use super::port::{Closing, Life, Port, Transport, WriteReport};
 use super::router::{HomeMsg, RelayFrames, Router};
+pub use crate::labels::Refusal;
 use crate::metrics::CoreMetrics;
 use crate::protocol::{Arrival, ClosedBy, Millis, PeerId, RelayOutcome, StreamId, WriteNotice};
-
-/// Why a connection was closed at accept.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// The broker is draining.
-    Draining,
-    /// The peer is blocklisted (R39).
-    Blocklisted,
-    /// `limits.connections_max` connections are open.
-    ConnectionsMax,
-    /// The peer holds `limits.prejoin_connections_per_peer_max` connections without a Join.
-    PrejoinMax,
-}
 
 /// Deadlines this core keeps for its own connections, in the order they fall due (each
 /// kind has one fixed duration, so appending keeps them sorted).
@@ -685,9 +673,10 @@ mod tests {
     use std::time::Instant;
 
     use super::CoreLink;
+    use crate::io::carrier::configure;
     use crate::io::harness::{self, GUARD};
     use crate::io::port::Transport;
-    use crate::io::tcp::{configure, run};
+    use crate::io::tcp::run;
 
     /// Where the test's log lines go.
     #[derive(Clone, Default)]

@@ -12,10 +12,14 @@
 //! core that accepted it; its frames travel to the home core through the `router`'s bounded
 //! lanes, and deliveries travel back as one message per core per accepted frame, never one
 //! per subscriber. The modules, by what they own:
-//! - `tcp` (the TCP carrier), `ws` (the WebSocket carrier), `read_buffer`, `iovec`: bytes
-//!   on sockets;
-//! - `port`: one stream's side of the carrier boundary, `outbound` its queue (R26), and
-//!   `outgoing` one message of it;
+//! - `carrier`: what every carrier shares (accept with backoff, socket options, the read
+//!   loop, the writer task, cancellation and the close hook) and the contract a carrier
+//!   fulfils (a decoder, an encoder, a way to read and write bytes); `tcp` (the TCP
+//!   carrier) and `ws` (the WebSocket carrier) are thin carriers on it and never import
+//!   each other; `read_buffer`, `iovec`: bytes on sockets;
+//! - `port`: one stream's side of the carrier boundary (it knows no carrier), `outbound` its
+//!   queue (R26), `outgoing` one message of it, and `encoding` how a delivery becomes each
+//!   carrier's messages (the `Encoder` a carrier puts on the port);
 //! - `link`: a core's streams and the gates of its carriers; `shard`: a core's machine and
 //!   its turn; `router`, `lane`: what crosses between cores; `control`: the control plane;
 //! - `frame_memory`: the broker-wide bound on frame bytes; `log_gate`: peers' log lines.
@@ -24,7 +28,9 @@
 //! process (`main.rs`; `panic = "abort"` in release), so systemd restarts it and no core is
 //! left half alive.
 
+mod carrier;
 mod control;
+mod encoding;
 mod frame_memory;
 #[cfg(test)]
 mod harness;
@@ -69,13 +75,6 @@ use frame_memory::FrameMemory;
 use link::CoreLink;
 use router::{CoreLanes, VerifyDone};
 use shard::Shard;
-
-pub use outbound::QUEUE_SLACK_FACTOR;
-pub use outgoing::PREFIX_BYTES_MAX;
-pub use read_buffer::READ_BUFFER_IDLE_BYTES;
-pub use ws::{
-    BRIDGE_MESSAGE_BYTES_MAX, STATIC_BYTES_MAX, WS_HEAD_BYTES_MAX, native_message_bytes_max,
-};
 
 /// Environment variable (debug builds only) that makes one core panic shortly after start,
 /// so the crash semantics (the whole process ends) can be tested on the real binary.

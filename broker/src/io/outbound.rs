@@ -21,11 +21,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use super::outgoing::Outgoing;
-
-/// Frames a queue holds at most, as a multiple of its R26 bound, while its writer has not
-/// been refused by the kernel: one turn of fan-out (at most half the bound) plus what a
-/// write in flight holds back.
-pub const QUEUE_SLACK_FACTOR: usize = 2;
+use crate::limits::QUEUE_SLACK_FACTOR;
 
 /// Why a push was refused: the stream must be reset (R26, counted as `queue_reset`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +88,10 @@ impl OutboundQueue {
         );
         OutboundQueue {
             frames_max,
-            queued: VecDeque::with_capacity(frames_max),
+            // Grows by doubling to what the stream ever held (an idle subscriber's Ack and
+            // roster, a busy one's bound and slack), then keeps it: a few allocations per
+            // stream, none per frame, and an idle stream does not hold its whole bound.
+            queued: VecDeque::new(),
             kernel_full: false,
         }
     }

@@ -8,9 +8,7 @@
 
 use bytes::Bytes;
 
-/// The longest prefix a carrier puts before a body: an unmasked WebSocket frame header
-/// with a 64-bit length (RFC 6455 section 5.2).
-pub const PREFIX_BYTES_MAX: usize = 10;
+use crate::limits::PREFIX_BYTES_MAX;
 
 /// The bytes before a body, inline.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -35,29 +35,36 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
+
+use super::encoding::{Framing, Renditions};
+use super::frame_memory::FrameMemory;
 use super::iovec::IoBatch;
 use super::notify::LocalNotify;
 use super::outbound::{OutboundQueue, QueueFull, Queued};
 use super::outgoing::Outgoing;
-use super::ws::{BridgeSession, Farewell};
+pub use crate::labels::Transport;
+use crate::limits::PORT_CONTROL_MESSAGES_MAX;
 use crate::protocol::{CloseReason, PeerId, StreamId, WriteNotice};
 
-/// Control messages a port holds at most: one pong (a newer ping replaces an unanswered
-/// one, RFC 6455 section 5.5.3) and one ping of our own.
-pub const CONTROL_MESSAGES_MAX: usize = 2;
+/// What a carrier tells its peer as it ends a stream (a WebSocket close frame): a code and
+/// its one-line reason. The codes are the carrier's (`ws::close`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Farewell {
+    pub code: u16,
+    pub reason: String,
+}
 
-/// How the core turns what it queues for a stream into the messages its carrier writes.
-#[derive(Clone, Debug)]
-pub enum Framing {
-    /// The frame as it is (TCP).
-    Bare,
-    /// One binary WebSocket message per frame (the native endpoint).
-    Native,
-    /// The SWIP-60 bridge: fields of each delivery, service kinds as text (W6, W10).
-    Bridge(Rc<BridgeSession>),
+impl Farewell {
+    pub fn new(code: u16, reason: impl Into<String>) -> Farewell {
+        Farewell {
+            code,
+            reason: reason.into(),
+        }
+    }
 }
 
 /// Why a stream closes, for a carrier that tells its peer (a WebSocket close code).
@@ -80,28 +87,6 @@ pub enum Closing {
 pub enum ControlKind {
     Ping,
     Pong,
-}
-
-/// What a stream's bytes travel on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Transport {
-    /// The native transport: one stream per TCP connection (docs/PROTOCOL.md §2).
-    Tcp,
-    /// A WebSocket session (docs/PROTOCOL.md §9).
-    WebSocket,
-}
-
-impl Transport {
-    /// Every transport, in export order.
-    pub const ALL: [Transport; 2] = [Transport::Tcp, Transport::WebSocket];
-
-    /// The exported name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Tcp => "tcp",
-            Transport::WebSocket => "websocket",
-        }
-    }
 }
 
 /// Where a stream is in its life.
@@ -252,7 +237,8 @@ impl Port {
             home_knows: Cell::new(false),
             prejoin: Cell::new(true),
             out: RefCell::new(OutboundQueue::new(queue_frames_max)),
-            control: RefCell::new(VecDeque::with_capacity(CONTROL_MESSAGES_MAX)),
+            // Allocated when a WebSocket session queues its first ping or pong (never on TCP).
+            control: RefCell::new(VecDeque::new()),
             backlog: RefCell::new(VecDeque::new()),
             queued_total: Cell::new(0),
             written_total: Cell::new(0),
@@ -306,9 +292,14 @@ impl Port {
         self.home_knows.set(true);
     }
 
-    /// How the core frames what it queues here.
-    pub fn framing(&self) -> Framing {
-        self.framing.borrow().clone()
+    /// What this stream gets of a delivery, framed for its carrier.
+    pub fn rendition(&self, renditions: &mut Renditions<'_>) -> Option<Outgoing> {
+        renditions.of(&self.framing.borrow())
+    }
+
+    /// What this stream gets of a frame sent to it alone, framed for its carrier.
+    pub fn single(&self, frame: &Bytes, memory: &Arc<FrameMemory>) -> Option<Outgoing> {
+        self.framing.borrow().single(frame, memory)
     }
 
     /// Whether the stream is a W11 anonymous session.
@@ -519,11 +510,11 @@ impl Port {
         self.anonymous.set(anonymous);
     }
 
-    /// The socket the core may write to directly, and a batch of `frames_max` frames for
-    /// the writes (set when the carrier starts).
-    pub fn attach_socket(&self, fd: RawFd, frames_max: usize) {
+    /// The socket the core may write to directly, and an empty batch for the writes, which
+    /// `fill` grows to what is written (set when the carrier starts).
+    pub fn attach_socket(&self, fd: RawFd) {
         self.socket.set(Some(fd));
-        *self.batch.borrow_mut() = Some(IoBatch::with_capacity(frames_max + CONTROL_MESSAGES_MAX));
+        *self.batch.borrow_mut() = Some(IoBatch::with_capacity(0));
     }
 
     /// For the writer task: the batch to write next (what the kernel refused earlier, or up
@@ -534,7 +525,7 @@ impl Port {
             .batch
             .borrow_mut()
             .take()
-            .unwrap_or_else(|| IoBatch::with_capacity(frames_max + CONTROL_MESSAGES_MAX));
+            .unwrap_or_else(|| IoBatch::with_capacity(0));
         if batch.is_done() {
             batch.clear();
             self.fill(&mut batch, frames_max);
@@ -571,8 +562,11 @@ impl Port {
     }
 
     /// Moves control messages, then up to `frames_max` queued frames (the backlog first), into
-    /// an empty batch (control messages go between whole messages only: the batch is empty).
+    /// an empty batch (control messages go between whole messages only: the batch is empty),
+    /// grown first to hold them.
     fn fill(&self, batch: &mut IoBatch, frames_max: usize) {
+        let waiting = self.control.borrow().len() + self.queued().min(frames_max);
+        batch.reserve(waiting, frames_max + PORT_CONTROL_MESSAGES_MAX);
         for (_, message) in self.control.borrow_mut().drain(..) {
             batch.push_control(message);
         }
@@ -745,7 +739,7 @@ mod tests {
         );
         let port = port();
         let (ours, _peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
-        port.attach_socket(ours.as_raw_fd(), 64);
+        port.attach_socket(ours.as_raw_fd());
         port.enqueue(frame(b"a"), None, None).expect("room");
         assert!(
             port.write_wake.poll_notified(&mut cx).is_pending(),
@@ -780,7 +774,7 @@ mod tests {
         use std::os::fd::AsRawFd;
         let port = port();
         let (ours, mut peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
-        port.attach_socket(ours.as_raw_fd(), 64);
+        port.attach_socket(ours.as_raw_fd());
         for frame in [b"a", b"b"] {
             port.enqueue(Outgoing::bare(Bytes::from_static(frame)), None, None)
                 .expect("room");

@@ -14,9 +14,7 @@ use bps_proto::{Frame, FrameError};
 use bytes::{Buf, BytesMut};
 
 use super::frame_memory::FrameMemory;
-
-/// Read buffer of a stream that is not sending: enough for a Join and a few small frames.
-pub const READ_BUFFER_IDLE_BYTES: usize = 512;
+use crate::limits::READ_BUFFER_IDLE_BYTES;
 
 /// Largest read buffer: a publisher's burst of about fifteen 4 KiB frames per read.
 pub const READ_BUFFER_MAX_BYTES: usize = 64 * 1024;
@@ -148,9 +146,10 @@ mod tests {
     use bps_proto::{Ack, Frame, FrameError};
     use bytes::BufMut;
 
-    use super::{READ_BUFFER_IDLE_BYTES, ReadBuffer};
+    use super::ReadBuffer;
     use crate::io::frame_memory::FrameMemory;
     use crate::io::lane::Doorbell;
+    use crate::limits::READ_BUFFER_IDLE_BYTES;
 
     fn memory(bytes_max: usize) -> Arc<FrameMemory> {
         Arc::new(FrameMemory::new(

@@ -54,13 +54,13 @@ use bps_verify::verifier::Verifier;
 use bytes::Bytes;
 
 use super::control::Control;
+use super::encoding::Renditions;
 use super::link::CoreLink;
 use super::notify::yield_turn;
 use super::outbound::Queued;
 use super::outgoing::Outgoing;
 use super::port::{Closing, Port};
 use super::router::{HomeMsg, OwnerMsg, RelayFrames, VerifyDone};
-use super::ws::{Renditions, single};
 use crate::protocol::{
     Action, ChunkFacts, CloseReason, ClosedBy, Delivered, Machine, Millis, StreamId, Targets,
     Ticket, WriteNotice,
@@ -655,7 +655,11 @@ impl Shard {
         let messages = frames
             .iter()
             .filter_map(|delivered| {
-                Renditions::new(&delivered.frame, &delivered.facts, memory).for_port(&port)
+                port.rendition(&mut Renditions::new(
+                    &delivered.frame,
+                    &delivered.facts,
+                    memory,
+                ))
             })
             .collect();
         match port.enqueue_backlog(messages) {
@@ -708,7 +712,7 @@ impl Shard {
         let Some(port) = self.link.port(stream) else {
             return;
         };
-        if let Some(message) = renditions.for_port(&port) {
+        if let Some(message) = port.rendition(renditions) {
             self.enqueue(&port, message, None, read_at);
         }
     }
@@ -719,7 +723,7 @@ impl Shard {
         let Some(port) = self.link.port(stream) else {
             return;
         };
-        match single(&port, frame, self.link.memory()) {
+        match port.single(frame, self.link.memory()) {
             Some(message) => self.enqueue(&port, message, notice, None),
             None => {
                 if let Some(notice) = notice {

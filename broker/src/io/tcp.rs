@@ -1,134 +1,38 @@
 //! The TCP carrier: BPS's native transport, one stream per TCP connection, frames from the
-//! first byte (docs/PROTOCOL.md §2).
+//! first byte (docs/PROTOCOL.md §2). A thin carrier on `carrier`: its decoder splits
+//! length-delimited frames off the read buffer, and it has no encoder (the shared frame is
+//! the message).
 //!
-//! Owns: the accept loop of one core's listener, the socket options of an accepted
-//! connection (no Nagle; keepalive and `TCP_USER_TIMEOUT`, so a vanished peer frees its slot
-//! within `server.tcp_user_timeout_ms` even when the broker has nothing to send it), the
-//! connection's reader (frames out of a `ReadBuffer`, handed to the core through its
-//! `CoreLink`) and writer (what the port queues, many frames per vectored write, zero-copy),
-//! and how a reset is a reset: in-flight operations are cancelled and the socket closes with
-//! linger 0, so the peer sees an RST and not a FIN.
+//! Owns: the accept loop of one core's listener, and how a TCP stream ends: a flushed
+//! stream half-closes (a FIN after what was queued), a reset one closes with linger 0 (the
+//! peer sees an RST).
 //! Never does: touch the shard or the machine; everything goes through the port and the link.
 
-use std::cell::RefCell;
-use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::time::Duration;
 
-use monoio::buf::IoBufMut;
-use monoio::io::{
-    CancelHandle, CancelableAsyncReadRent, CancelableAsyncWriteRent, Canceller, OwnedReadHalf,
-    OwnedWriteHalf, Splitable,
-};
+use monoio::io::Splitable;
 use monoio::net::{TcpListener, TcpStream};
 
+use super::carrier::{self, Cancellers, Decode, WriteEnd};
 use super::link::CoreLink;
-use super::port::{Life, Port, Transport};
+use super::port::{Port, Transport};
 use super::read_buffer::ReadBuffer;
 use crate::protocol::ClosedBy;
-
-/// Probes a silent peer gets before the kernel gives up on it (after the keepalive idle time,
-/// one per interval): with `TCP_USER_TIMEOUT` the connection ends within the user timeout.
-const KEEPALIVE_PROBES: u32 = 3;
 
 /// Accepts until a drain shuts the listener.
 pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
     link.register_listener(listener.as_raw_fd());
-    while let Some((stream, addr)) = accept_next(&link, &listener, "accept failed").await {
+    while let Some((stream, addr)) = carrier::accept_next(&link, &listener, "accept failed").await {
         if link.draining() {
             return;
         }
-        start(&link, stream, addr);
-    }
-}
-
-/// How long a listener waits after a failed accept (EMFILE and friends) rather than spin.
-const ACCEPT_BACKOFF_MS: u64 = 10;
-
-/// The next accepted connection of `listener`; `None` once a drain has shut it. A failed
-/// accept is logged (rate-limited, as `what`) and retried after `ACCEPT_BACKOFF_MS`.
-pub(super) async fn accept_next(
-    link: &CoreLink,
-    listener: &TcpListener,
-    what: &str,
-) -> Option<(TcpStream, SocketAddr)> {
-    loop {
-        match listener.accept().await {
-            Ok(accepted) => return Some(accepted),
-            Err(error) => {
-                if link.draining() {
-                    return None;
-                }
-                if link.may_log() {
-                    tracing::warn!(core = link.core, %error, "{what}");
-                }
-                monoio::time::sleep(Duration::from_millis(ACCEPT_BACKOFF_MS)).await;
-            }
-        }
-    }
-}
-
-/// Admits one accepted connection and runs it; a refused one is dropped (closed) at once.
-fn start(link: &Rc<CoreLink>, stream: TcpStream, addr: SocketAddr) {
-    let Ok(port) = link.admit(addr.ip(), Transport::Tcp) else {
-        return;
-    };
-    configure(&stream, link.settings());
-    monoio::spawn(run(Rc::clone(link), port, stream));
-}
-
-/// Socket options of an accepted connection.
-pub(super) fn configure(stream: &TcpStream, settings: &super::Settings) {
-    // Nagle would hold back small Acks; the writer already batches.
-    let _ = stream.set_nodelay(true);
-    // SAFETY: the fd is the open socket `stream` owns, borrowed only for these calls.
-    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(stream.as_raw_fd()) };
-    let socket = socket2::SockRef::from(&fd);
-    let idle = Duration::from_millis(settings.tcp_keepalive_ms);
-    let keepalive = socket2::TcpKeepalive::new()
-        .with_time(idle)
-        .with_interval(idle / KEEPALIVE_PROBES)
-        .with_retries(KEEPALIVE_PROBES);
-    let _ = socket.set_tcp_keepalive(&keepalive);
-    let _ = socket.set_tcp_user_timeout(Some(Duration::from_millis(settings.tcp_user_timeout_ms)));
-}
-
-/// The cancellers of a connection's operations in flight.
-#[derive(Default)]
-pub(super) struct Cancellers {
-    pub read: RefCell<Option<Canceller>>,
-    pub write: RefCell<Option<Canceller>>,
-}
-
-impl Cancellers {
-    /// Arms a connection's operations: the port's close cancels its read, a reset also its
-    /// write, after setting zero linger when `reset_is_rst` (so the peer sees a TCP reset).
-    /// Returns the read and the write handle.
-    pub fn arm(port: &Port, fd: RawFd, reset_is_rst: bool) -> (CancelHandle, CancelHandle) {
-        let cancellers = Rc::new(Cancellers::default());
-        let read_canceller = Canceller::new();
-        let write_canceller = Canceller::new();
-        let handles = (read_canceller.handle(), write_canceller.handle());
-        *cancellers.read.borrow_mut() = Some(read_canceller);
-        *cancellers.write.borrow_mut() = Some(write_canceller);
-        port.set_on_close(Box::new(move |life| {
-            Cancellers::cancel(&cancellers.read);
-            if life == Life::Resetting {
-                if reset_is_rst {
-                    set_linger_zero(fd);
-                }
-                Cancellers::cancel(&cancellers.write);
-            }
-        }));
-        handles
-    }
-
-    pub fn cancel(slot: &RefCell<Option<Canceller>>) {
-        if let Some(canceller) = slot.borrow_mut().take() {
-            // The handles share the cancelled state; the fresh canceller returned is unused.
-            drop(canceller.cancel());
-        }
+        let Ok(port) = link.admit(addr.ip(), Transport::Tcp) else {
+            // Refused: dropped, so closed at once.
+            continue;
+        };
+        carrier::configure(&stream, link.settings());
+        monoio::spawn(run(Rc::clone(&link), port, stream));
     }
 }
 
@@ -136,15 +40,28 @@ impl Cancellers {
 pub async fn run(link: Rc<CoreLink>, port: Rc<Port>, stream: TcpStream) {
     let fd = stream.as_raw_fd();
     let (read_handle, write_handle) = Cancellers::arm(&port, fd, true);
-    port.attach_socket(fd, link.settings().write_batch_frames_max);
+    port.attach_socket(fd);
     let (mut reader, writer) = stream.into_split();
-    let writer_task = monoio::spawn(write_loop(
+    let writer_task = monoio::spawn(carrier::write_loop(
         Rc::clone(&link),
         Rc::clone(&port),
-        (writer, fd),
+        writer,
         write_handle,
     ));
-    let cause = read_loop(&link, &port, &mut reader, read_handle).await;
+    let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
+    let mut frames = Frames {
+        link: &link,
+        port: &port,
+        frame_bytes_max: link.settings().frame_bytes_max,
+    };
+    let cause = carrier::read_loop(
+        (&link, &port),
+        &mut reader,
+        read_handle,
+        &mut buffer,
+        &mut frames,
+    )
+    .await;
     if port.is_open() {
         match cause {
             // The peer finished sending: what is queued for it still goes out.
@@ -152,7 +69,10 @@ pub async fn run(link: Rc<CoreLink>, port: Rc<Port>, stream: TcpStream) {
             ClosedBy::Io | ClosedBy::QueueOverflow => port.reset(),
         }
     }
-    let writer = writer_task.await;
+    let (writer, end) = writer_task.await;
+    if end == WriteEnd::Flushed {
+        carrier::shutdown_write(fd);
+    }
     // The socket is about to close: nothing may touch its fd from now on.
     port.clear_on_close();
     // A write half dropped alone sends a FIN (monoio shuts it down); the whole socket closes
@@ -161,134 +81,29 @@ pub async fn run(link: Rc<CoreLink>, port: Rc<Port>, stream: TcpStream) {
     link.ended(&port, cause);
 }
 
-async fn read_loop(
-    link: &CoreLink,
-    port: &Port,
-    reader: &mut OwnedReadHalf<TcpStream>,
-    handle: CancelHandle,
-) -> ClosedBy {
-    let frame_bytes_max = link.settings().frame_bytes_max;
-    let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
-    loop {
+/// The TCP decoder: length-delimited frames, straight out of the read buffer.
+struct Frames<'a> {
+    link: &'a CoreLink,
+    port: &'a Port,
+    frame_bytes_max: usize,
+}
+
+impl Decode for Frames<'_> {
+    async fn decode(&mut self, buffer: &mut ReadBuffer) -> Option<ClosedBy> {
         loop {
-            match buffer.next_frame(frame_bytes_max) {
+            match buffer.next_frame(self.frame_bytes_max) {
                 Ok(Some(frame)) => {
-                    if !link.hand_over(port, frame).await {
-                        return ClosedBy::Peer;
+                    if !self.link.hand_over(self.port, frame).await {
+                        return Some(ClosedBy::Peer);
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => return None,
                 Err(error) => {
-                    link.frame_error(port, &error);
-                    return ClosedBy::Io;
+                    self.link.frame_error(self.port, &error);
+                    return Some(ClosedBy::Io);
                 }
             }
         }
-        buffer.settle();
-        link.wait_read_room(port).await;
-        if !port.is_open() {
-            return ClosedBy::Peer;
-        }
-        let offered = buffer.prepare();
-        let bytes = buffer.take();
-        let filled = bytes.len();
-        // Append after what is buffered: monoio's `read` into a bare `BytesMut` writes from
-        // its start, which would overwrite a partial frame left from the previous read.
-        let (result, back) = reader
-            .cancelable_read(bytes.slice_mut(filled..filled + offered), handle.clone())
-            .await;
-        let bytes = back.into_inner();
-        match result {
-            Ok(0) => {
-                buffer.put_back(bytes, 0, offered);
-                buffer.settle();
-                // A half-close ends the stream, but what the peer sent before it counts.
-                link.wait_consumed(port).await;
-                return ClosedBy::Peer;
-            }
-            Ok(read) => {
-                link.metrics().bytes_in.add(read as u64);
-                buffer.put_back(bytes, read, offered);
-            }
-            Err(_) => {
-                buffer.put_back(bytes, 0, offered);
-                return if port.is_open() {
-                    ClosedBy::Io
-                } else {
-                    ClosedBy::Peer
-                };
-            }
-        }
-    }
-}
-
-/// Writes what the core left to it (what the kernel refused to a direct write, and what is
-/// queued after it), and the flush of a closing stream; hands the write half back so the
-/// socket closes whole.
-async fn write_loop(
-    link: Rc<CoreLink>,
-    port: Rc<Port>,
-    (mut writer, fd): (OwnedWriteHalf<TcpStream>, RawFd),
-    handle: CancelHandle,
-) -> OwnedWriteHalf<TcpStream> {
-    let batch_frames_max = link.settings().write_batch_frames_max;
-    loop {
-        if port.life() == Life::Resetting {
-            return writer;
-        }
-        let Some(mut batch) = port.take_writing(batch_frames_max) else {
-            if port.life() == Life::Flushing {
-                shutdown_write(fd);
-                return writer;
-            }
-            port.write_changed().await;
-            continue;
-        };
-        let frames = batch.frames() as u64;
-        let bytes = batch.remaining_bytes() as u64;
-        while !batch.is_done() {
-            let (result, back) = writer.cancelable_writev(batch, handle.clone()).await;
-            batch = back;
-            link.metrics().writes.inc();
-            match result {
-                Ok(0) | Err(_) => {
-                    port.reset();
-                    return writer;
-                }
-                Ok(written) => {
-                    batch.advance(written);
-                    port.wrote(!batch.is_done());
-                }
-            }
-        }
-        port.return_writing(batch);
-        link.metrics().frames_per_write.record(frames);
-        link.written(&port, frames, bytes);
-    }
-}
-
-pub(super) fn shutdown_write(fd: RawFd) {
-    // SAFETY: `fd` is this connection's socket, open until both halves are dropped, which
-    // happens only after the reader and writer ended. ENOTCONN after a peer reset is fine.
-    unsafe {
-        libc::shutdown(fd, libc::SHUT_WR);
-    }
-}
-
-pub(super) fn set_linger_zero(fd: RawFd) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: valid socket fd (see `shutdown_write`) and a correctly sized option value.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&raw const linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
     }
 }
 
@@ -303,7 +118,8 @@ mod tests {
     use monoio::net::TcpStream;
     use monoio::task::JoinHandle;
 
-    use super::{KEEPALIVE_PROBES, configure, run};
+    use super::run;
+    use crate::io::carrier::{KEEPALIVE_PROBES, configure};
     use crate::io::harness::{self, GUARD};
     use crate::io::link::CoreLink;
     use crate::io::outbound::{QueueFull, Queued};

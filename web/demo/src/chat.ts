@@ -21,14 +21,16 @@ import { type DemoConfig, linkTo } from "./config.js";
 import { addressText } from "./feed.js";
 import { showPublisherEvent } from "./publisherLog.js";
 import type { Shell } from "./shell.js";
+import type { WorkerVerifier } from "./verifier.js";
 
 /** Joins the chat of `config.room` as `key` and runs until the page closes. */
-export function runChat(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage): void {
+export function runChat(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
   const admin = config.admin ?? key.address;
   const spec = makeSpec({ topic: config.topic, binding: TopicBinding.MNEMONIC, admin, all: true });
   shell.link("invite", linkTo(location.href, { view: "chat", room: config.room, admin: addressText(admin) }), "invite-link");
   const publisher = new Publisher({
-    transport: webSocketTransport(config.endpoint),
+    transport: verifier.transport(webSocketTransport(config.endpoint)),
+    admission: verifier.admission,
     spec,
     key,
     store: localStorageStore(storage),

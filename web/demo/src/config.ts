@@ -6,7 +6,8 @@
  * the bridge's string topics are, docs/PROTOCOL.md W10), `admin` (the cohort admin's 20-byte
  * address), `role=admin` (this page's own key is the admin), `identity` (which of the
  * browser's stored keys this tab uses, so two tabs can be two people) and `ws` (another
- * native endpoint than the page's own origin's `/bps/v1`).
+ * native endpoint than the page's own origin's `/bps/v1`, its `home` endpoint; a `ws:` or
+ * `wss:` URL, written back normalised, since a key is bound to the endpoint's exact text).
  *
  * Never: touches a key (`identity.ts`) or the network.
  */
@@ -29,8 +30,10 @@ export interface DemoConfig {
   readonly asAdmin: boolean;
   /** The name of this tab's key slot in localStorage. */
   readonly identity: string;
-  /** The native WebSocket endpoint. */
+  /** The native WebSocket endpoint this page connects to. */
   readonly endpoint: string;
+  /** The endpoint of the broker that served this page (its origin's `/bps/v1`). */
+  readonly home: string;
 }
 
 /** A query that does not make a configuration; the page shows the message. */
@@ -48,6 +51,7 @@ export function readConfig(search: string, location: { protocol: string; host: s
   if (room === "") throw new ConfigError("room is empty");
   const identity = query.get("identity") ?? "default";
   if (!IDENTITY.test(identity)) throw new ConfigError("identity: 1 to 32 letters, digits, - or _");
+  const home = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${NATIVE_PATH}`;
   return {
     view,
     room,
@@ -55,8 +59,23 @@ export function readConfig(search: string, location: { protocol: string; host: s
     admin: adminOf(query.get("admin")),
     asAdmin: query.get("role") === "admin",
     identity,
-    endpoint: query.get("ws") ?? `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${NATIVE_PATH}`,
+    endpoint: endpointOf(query.get("ws") ?? home),
+    home: endpointOf(home),
   };
+}
+
+/** A WebSocket endpoint in its normal form (lower-case host, default port dropped). */
+export function endpointOf(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`ws: "${value}" is not a URL`);
+  }
+  if (url.protocol !== "ws:" && url.protocol !== "wss:") throw new ConfigError(`ws: "${value}" is not a ws: or wss: URL`);
+  if (url.username !== "" || url.password !== "") throw new ConfigError("ws: a URL with a user name or password");
+  url.hash = "";
+  return url.href;
 }
 
 /** A room's topic: 64 hex digits as they are, any other text keccak256(UTF-8). */

@@ -4,7 +4,11 @@
  *
  * Owns: `Feed` and the markup the tests find it by: `data-testid="message"` (a verified
  * delivery: `data-author`, `data-index`, class `verified`), `"sent"` (this page's own
- * publication), `"insisted"` (a revoked seat's frame written past the library), `"failure"` (class `failed`, text "verification failed: …") and `"note"`.
+ * publication), `"insisted"` (a revoked seat's frame written past the library), `"failure"`
+ * (class `failed`, text "verification failed: …"; a failure of the same kind right after
+ * it adds to its `data-repeat` count, "(×N)", and shows the latest reason, instead of a
+ * new line, so a flood of forgeries, varied or not, is one line, not hundreds of layouts)
+ * and `"note"`.
  *
  * Never: decides what verified (`verdicts.ts` and the library's `Admission` do).
  */
@@ -31,6 +35,8 @@ export function addressText(address: Uint8Array): string {
 export class Feed {
   readonly root: HTMLOListElement;
   readonly #self: Uint8Array;
+  /** The newest entry when it is a failure: its kind and how many times it came. */
+  #lastFailure: { entry: HTMLLIElement; kind: string; repeat: number } | undefined;
 
   constructor(self: Uint8Array) {
     this.#self = self;
@@ -79,9 +85,19 @@ export class Feed {
     );
   }
 
-  /** A delivery that failed verification: marked, and its payload is not shown. */
-  failure(reason: string): void {
-    this.#add(element("li", { class: "failed", "data-testid": "failure" }, `✗ verification failed: ${reason}`));
+  /** A delivery that failed verification (`kind`: its reason's code): marked, and its payload is not shown. */
+  failure(kind: string, reason: string): void {
+    const text = `✗ verification failed: ${reason}`;
+    const last = this.#lastFailure;
+    if (last !== undefined && last.kind === kind && this.root.lastElementChild === last.entry) {
+      last.repeat++;
+      last.entry.textContent = `${text} (×${last.repeat})`;
+      last.entry.setAttribute("data-repeat", String(last.repeat));
+      return;
+    }
+    const entry = element("li", { class: "failed", "data-testid": "failure", "data-repeat": "1" }, text);
+    this.#add(entry);
+    this.#lastFailure = { entry, kind, repeat: 1 };
   }
 
   /** Something that happened to the stream (not a message). */

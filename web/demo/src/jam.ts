@@ -35,25 +35,27 @@ import { element } from "./dom.js";
 import { addressText } from "./feed.js";
 import { showPublisherEvent } from "./publisherLog.js";
 import type { Shell } from "./shell.js";
+import type { WorkerVerifier } from "./verifier.js";
 
 const ROSTER_PREFIX = "bps-demo/roster/";
 
 /** Runs the admin's or a seat's side of the jam in `config.room` until the page closes. */
-export function runJam(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage): void {
-  if (config.asAdmin) return runAdmin(shell, config, key, storage);
+export function runJam(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
+  if (config.asAdmin) return runAdmin(shell, config, key, storage, verifier);
   if (config.admin === undefined) throw new ConfigError("a seat needs ?admin=0x… (or role=admin to host)");
-  runSeat(shell, config, config.admin, key, storage);
+  runSeat(shell, config, config.admin, key, storage, verifier);
 }
 
 function specOf(config: DemoConfig, admin: Uint8Array) {
   return makeSpec({ topic: config.topic, binding: TopicBinding.FEED_TOPIC, admin, closed: true });
 }
 
-function runAdmin(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage): void {
+function runAdmin(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
   const seatLink = linkTo(location.href, { view: "jam", room: config.room, admin: addressText(key.address) });
   shell.link("seats join at", seatLink, "seat-link");
   const publisher = new Publisher({
-    transport: webSocketTransport(config.endpoint),
+    transport: verifier.transport(webSocketTransport(config.endpoint)),
+    admission: verifier.admission,
     spec: specOf(config, key.address),
     key,
     store: localStorageStore(storage),
@@ -126,12 +128,13 @@ class RosterList {
   }
 }
 
-function runSeat(shell: Shell, config: DemoConfig, admin: Uint8Array, key: SigningKey, storage: Storage): void {
+function runSeat(shell: Shell, config: DemoConfig, admin: Uint8Array, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
   const spec = specOf(config, admin);
-  const stream = new CurrentLink(webSocketTransport(config.endpoint));
+  const stream = new CurrentLink(verifier.transport(webSocketTransport(config.endpoint)));
   let challenge: Uint8Array | undefined;
   const publisher = new Publisher({
     transport: stream.transport,
+    admission: verifier.admission,
     spec,
     key,
     store: localStorageStore(storage),

@@ -24,24 +24,26 @@ import { element } from "./dom.js";
 import { addressText } from "./feed.js";
 import { showPublisherEvent } from "./publisherLog.js";
 import type { Shell } from "./shell.js";
+import type { WorkerVerifier } from "./verifier.js";
 import { showVerdict } from "./verdicts.js";
 
 /** Broadcasts (as admin) or watches the stream of `config.room` until the page closes. */
-export function runLiveStream(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage): void {
-  if (config.asAdmin) return broadcast(shell, config, key, storage);
+export function runLiveStream(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
+  if (config.asAdmin) return broadcast(shell, config, key, storage, verifier);
   if (config.admin === undefined) throw new ConfigError("a viewer needs ?admin=0x… (or role=admin to broadcast)");
-  watch(shell, config, config.admin, storage);
+  watch(shell, config, config.admin, storage, verifier);
 }
 
 function specOf(config: DemoConfig, admin: Uint8Array) {
   return makeSpec({ topic: config.topic, binding: TopicBinding.FEED_TOPIC, admin });
 }
 
-function broadcast(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage): void {
+function broadcast(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
   const viewer = linkTo(location.href, { view: "live", room: config.room, admin: addressText(key.address) });
   shell.link("viewers watch at", viewer, "viewer-link");
   const publisher = new Publisher({
-    transport: webSocketTransport(config.endpoint),
+    transport: verifier.transport(webSocketTransport(config.endpoint)),
+    admission: verifier.admission,
     spec: specOf(config, key.address),
     key,
     store: localStorageStore(storage),
@@ -56,9 +58,10 @@ function broadcast(shell: Shell, config: DemoConfig, key: SigningKey, storage: S
   void publisher.run().then((ended) => shell.fatal(`ended: ${ended.code}`));
 }
 
-function watch(shell: Shell, config: DemoConfig, admin: Uint8Array, storage: Storage): void {
+function watch(shell: Shell, config: DemoConfig, admin: Uint8Array, storage: Storage, verifier: WorkerVerifier): void {
   const subscriber = new Subscriber({
-    transport: webSocketTransport(config.endpoint),
+    transport: verifier.transport(webSocketTransport(config.endpoint)),
+    admission: verifier.admission,
     spec: specOf(config, admin),
     store: localStorageStore(storage),
     onEvent: (event) => {

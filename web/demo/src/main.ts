@@ -1,29 +1,43 @@
 /**
- * The demo page's entry: read the URL, load this tab's key, and start the view it names
- * (`chat.ts`, `liveStream.ts`, `jam.ts`) inside the `#app` element.
+ * The demo page's entry: read the URL, ask first when it names another broker than the
+ * page's own (`endpointGate.ts`), load this tab's key for the endpoint it connects to,
+ * start the verification worker, and start the view it names (`chat.ts`, `liveStream.ts`,
+ * `jam.ts`) inside the `#app` element.
  *
- * Owns: the wiring. Never: does a view's work, or shows a configuration it could not read
- * as anything but an error (`data-testid="config-error"`).
+ * Owns: the wiring. Never: does a view's work, connects or loads a key before the person
+ * agreed to the endpoint, or shows a configuration it could not read as anything but an
+ * error (`data-testid="config-error"`).
  */
 
 import { runChat } from "./chat.js";
 import { ConfigError, readConfig } from "./config.js";
+import { askEndpoint, endpointQuestion } from "./endpointGate.js";
 import { loadIdentity } from "./identity.js";
 import { runJam } from "./jam.js";
+import { keyPanel } from "./keyPanel.js";
 import { runLiveStream } from "./liveStream.js";
 import { Shell } from "./shell.js";
+import { WorkerVerifier } from "./verifier.js";
 
 const TITLES = { chat: "Group chat", live: "Live stream", jam: "Jam" } as const;
 
-function start(root: HTMLElement): void {
+async function start(root: HTMLElement): Promise<void> {
   try {
     const config = readConfig(location.search, location);
-    const key = loadIdentity(localStorage, config.identity);
+    const question = endpointQuestion(config, localStorage);
+    if (question !== undefined) await askEndpoint(root, question, withoutEndpoint(location.href));
+    const identity = loadIdentity(localStorage, config.identity, config.endpoint, config.home);
+    const key = identity.key;
     const role = config.asAdmin ? " (you host)" : "";
     const shell = new Shell(root, `${TITLES[config.view]}: ${config.room}${role}`, key.address);
-    if (config.view === "chat") runChat(shell, config, key, localStorage);
-    if (config.view === "live") runLiveStream(shell, config, key, localStorage);
-    if (config.view === "jam") runJam(shell, config, key, localStorage);
+    shell.aboutKey(keyPanel(identity, location.origin, localStorage, () => location.reload()));
+    const verifier = new WorkerVerifier(
+      (counts) => shell.verification(counts),
+      (detail) => shell.fatal(`verification stopped: ${detail}`),
+    );
+    if (config.view === "chat") runChat(shell, config, key, localStorage, verifier);
+    if (config.view === "live") runLiveStream(shell, config, key, localStorage, verifier);
+    if (config.view === "jam") runJam(shell, config, key, localStorage, verifier);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     const message = document.createElement("p");
@@ -34,5 +48,12 @@ function start(root: HTMLElement): void {
   }
 }
 
+/** The same page without its `ws` parameter: the same view on the page's own broker. */
+function withoutEndpoint(href: string): string {
+  const url = new URL(href);
+  url.searchParams.delete("ws");
+  return url.toString();
+}
+
 const root = document.getElementById("app");
-if (root !== null) start(root);
+if (root !== null) void start(root);

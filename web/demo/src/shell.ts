@@ -1,15 +1,22 @@
 /**
- * The frame every view fills in: a title, this tab's address, the stream's status and
- * role, links to share, controls, a compose box and the feed.
+ * The frame every view fills in: a title, this tab's address and its key panel, the
+ * stream's status and role, what the verification worker did, links to share, controls, a
+ * compose box and the feed.
  *
  * Owns: `Shell` and its stable test hooks: `data-testid` `my-address`, `status`, `role`,
- * `compose-text`, `send`, and whatever ids a view gives its links and controls.
+ * `verify-stats` (its counters also as `data-*` attributes, redrawn at most every
+ * `STATS_REDRAW_MS`), `compose-text`, `send`, and whatever ids a view gives its links and
+ * controls.
  *
  * Never: talks to the network or decides what a status means (the views do).
  */
 
 import { element } from "./dom.js";
 import { Feed, addressText } from "./feed.js";
+import type { VerifierCounts } from "./verifier.js";
+
+/** Shortest time between two redraws of the verification counters: a flood changes them thousands of times a second. */
+export const STATS_REDRAW_MS = 250;
 
 /**
  * Characters one message may have: a chat line, and even in 4-byte UTF-8 it stays under a
@@ -23,25 +30,68 @@ export class Shell {
   readonly #status: HTMLElement;
   readonly #role: HTMLElement;
   readonly #controls: HTMLElement;
+  readonly #identity: HTMLElement;
+  readonly #stats: HTMLElement;
+  #counts: VerifierCounts | undefined;
+  #redraw: ReturnType<typeof setTimeout> | undefined;
 
   constructor(root: HTMLElement, title: string, self: Uint8Array) {
     this.feed = new Feed(self);
     this.#status = element("span", { "data-testid": "status", class: "status" }, "connecting");
     this.#role = element("span", { "data-testid": "role", class: "role" }, "");
     this.#controls = element("div", { class: "controls" });
-    root.replaceChildren(
-      element("h1", {}, title),
+    this.#stats = element("p", { class: "stats", "data-testid": "verify-stats" }, "verification: starting the worker");
+    this.#identity = element(
+      "div",
+      { class: "identity" },
       element(
         "p",
-        { class: "identity" },
+        {},
         "you are ",
         element("code", { "data-testid": "my-address" }, addressText(self)),
         " (a key made and kept in this browser)",
       ),
+    );
+    root.replaceChildren(
+      element("h1", {}, title),
+      this.#identity,
       element("p", { class: "state" }, "stream: ", this.#status, " ", this.#role),
+      this.#stats,
       this.#controls,
       this.feed.root,
     );
+  }
+
+  /** Where the key lives, under the address. */
+  aboutKey(panel: Node): void {
+    this.#identity.append(panel);
+  }
+
+  /** The verification counters; drawn at most every `STATS_REDRAW_MS`. */
+  verification(counts: VerifierCounts): void {
+    this.#counts = counts;
+    this.#redraw ??= setTimeout(() => this.#drawStats(), STATS_REDRAW_MS);
+  }
+
+  #drawStats(): void {
+    this.#redraw = undefined;
+    const counts = this.#counts;
+    if (counts === undefined) return;
+    const dropped = counts.droppedFull + counts.droppedLate;
+    this.#stats.textContent =
+      `verification in a worker: ${counts.checkedInWorker} checked, ${counts.pending} waiting; ` +
+      `dropped unverified: ${dropped} (${counts.droppedFull} while the queue was full, ${counts.droppedLate} too late)` +
+      (counts.checkedOnPage === 0 ? "" : `; checked on the page: ${counts.checkedOnPage} (this page's own rosters)`);
+    this.#stats.classList.toggle("dropping", dropped > 0);
+    const attributes: Record<string, number> = {
+      "data-in-worker": counts.checkedInWorker,
+      "data-on-page": counts.checkedOnPage,
+      "data-delivered": counts.delivered,
+      "data-dropped-full": counts.droppedFull,
+      "data-dropped-late": counts.droppedLate,
+      "data-pending": counts.pending,
+    };
+    for (const [name, value] of Object.entries(attributes)) this.#stats.setAttribute(name, String(value));
   }
 
   /** The stream's state in words. */

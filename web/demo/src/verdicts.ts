@@ -40,7 +40,7 @@ export function showVerdict(feed: Feed, verdict: Verdict): void {
       return;
     case "dropped":
       if (verdict.reason.code === "retransmit" || verdict.reason.code === "duplicate") return;
-      feed.failure(describeDrop(verdict.reason));
+      feed.failure(verdict.reason.code, describeDrop(verdict.reason));
       return;
   }
 }

@@ -1,22 +1,15 @@
 //! The one table of WebSocket close codes the broker sends (docs/WEBSOCKET.md shows it).
 //!
-//! Owns: `Farewell`, a close code with its one-line reason, and the mapping from why a
-//! session ends (`Closing`, or a fault the carrier found) to it. A browser sees close codes,
-//! not HTTP statuses, so every refusal after the upgrade and every later fault has one
-//! here; codes 4000..=4999 are the range RFC 6455 leaves to applications.
+//! Owns: the close codes, and the mapping from why a session ends (`Closing`, or a fault
+//! the carrier found) to its `Farewell` (the port's carrier-neutral code and reason). A
+//! browser sees close codes, not HTTP statuses, so every refusal after the upgrade and
+//! every later fault has one here; codes 4000..=4999 are the range RFC 6455 leaves to applications.
 //! Never does: write anything; the session writes the close frame.
 
 use bps_ws::codec::ProtocolError;
 
-use crate::io::port::Closing;
+use crate::io::port::{Closing, Farewell};
 use crate::protocol::CloseReason;
-
-/// A close code and its reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Farewell {
-    pub code: u16,
-    pub reason: String,
-}
 
 /// R21: the admin's EOS was delivered; also the answer to a peer's own close.
 pub const NORMAL: u16 = 1000;
@@ -53,14 +46,8 @@ pub const IDLE: u16 = 4010;
 /// No Join within `server.join_deadline_ms` (the native endpoint).
 pub const JOIN_DEADLINE: u16 = 4011;
 
+/// The WebSocket close codes of the carrier-neutral `Farewell`.
 impl Farewell {
-    pub fn new(code: u16, reason: impl Into<String>) -> Farewell {
-        Farewell {
-            code,
-            reason: reason.into(),
-        }
-    }
-
     /// The farewell of a session that ends as `closing` says.
     pub fn of(closing: &Closing) -> Farewell {
         match closing {

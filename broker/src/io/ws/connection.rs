@@ -23,18 +23,18 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 
 use super::bridge_session::BridgeSession;
+use super::rendition;
 use super::service;
 use super::session::{self, Endpoint};
 use super::statics::{STATIC_IN_FLIGHT_PER_CORE_MAX, STATIC_RETRY_AFTER_S, StaticAnswer};
+use crate::io::carrier;
+use crate::io::encoding::Framing;
 use crate::io::iovec::IoBatch;
 use crate::io::link::{CoreLink, Refusal};
 use crate::io::outgoing::Outgoing;
-use crate::io::port::{Framing, Port, Transport};
-use crate::io::tcp;
+use crate::io::port::{Port, Transport};
+use crate::limits::WS_HEAD_BYTES_MAX as HEAD_BYTES_MAX;
 
-/// Bytes of a request head read at most: a browser's upgrade request is about 500 bytes,
-/// cookies of the page's origin may add a few KiB (nginx's default bound is 8 KiB too).
-pub const HEAD_BYTES_MAX: usize = 8 * 1024;
 /// Header lines of a request head at most.
 pub const HEADERS_MAX: usize = 64;
 /// The path of the native endpoint (one BPS frame per binary message).
@@ -48,7 +48,7 @@ const ANSWER_WRITE_DEADLINE: Duration = Duration::from_secs(2);
 pub async fn accept_loop(link: Rc<CoreLink>, listener: TcpListener) {
     link.register_listener(std::os::fd::AsRawFd::as_raw_fd(&listener));
     while let Some((stream, addr)) =
-        tcp::accept_next(&link, &listener, "WebSocket accept failed").await
+        carrier::accept_next(&link, &listener, "WebSocket accept failed").await
     {
         if link.draining() {
             monoio::spawn(refuse(Rc::clone(&link), stream, Refusal::Draining));
@@ -68,7 +68,7 @@ fn start(link: &Rc<CoreLink>, stream: TcpStream, addr: SocketAddr) {
     };
     match admitted {
         Ok(port) => {
-            tcp::configure(&stream, link.settings());
+            carrier::configure(&stream, link.settings());
             monoio::spawn(serve(Rc::clone(link), port, stream, proxied));
         }
         Err(refusal) => {
@@ -320,7 +320,7 @@ async fn upgrade(
     }
     let join = match &endpoint {
         Endpoint::Native => {
-            port.set_framing(Framing::Native, false);
+            port.set_framing(Framing::Encoded(Rc::new(rendition::Native)), false);
             None
         }
         Endpoint::Bridge(params) => Some(bridge_join(&port, params)),
@@ -329,13 +329,21 @@ async fn upgrade(
     session::run(link, port, stream, leftover, join).await;
 }
 
-/// The Join of a bridge session (W2, W3, W11), and its framing on the port.
-fn bridge_join(port: &Port, params: &BridgeParams) -> bps_proto::Frame {
+/// The Join of a bridge session (W2, W3, W11) and the session, framing the port.
+fn bridge_join(port: &Port, params: &BridgeParams) -> (bps_proto::Frame, Rc<BridgeSession>) {
     let publishes = params.addr.is_some();
     let addr = params.addr.unwrap_or_else(rand::random);
-    let session = BridgeSession::new(params.spec, params.fields, publishes, params.keep_alive_s);
-    port.set_framing(Framing::Bridge(Rc::new(session)), !publishes);
-    bps_proto::Frame::encode(&params.spec.to_join(&addr))
+    let session = Rc::new(BridgeSession::new(
+        params.spec,
+        params.fields,
+        publishes,
+        params.keep_alive_s,
+    ));
+    port.set_framing(Framing::Encoded(session.clone()), !publishes);
+    (
+        bps_proto::Frame::encode(&params.spec.to_join(&addr)),
+        session,
+    )
 }
 
 /// Reads until a whole request head is there; `None` when the peer left first.

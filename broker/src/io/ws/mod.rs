@@ -31,12 +31,8 @@ use std::sync::Arc;
 
 use crate::config::WsConfig;
 
-pub use bridge_session::BridgeSession;
-pub use close::Farewell;
-pub use connection::{HEAD_BYTES_MAX as WS_HEAD_BYTES_MAX, accept_loop};
-pub use rendition::{Renditions, single};
-pub use session::{BRIDGE_MESSAGE_BYTES_MAX, native_message_bytes_max};
-pub use statics::{STATIC_BYTES_MAX, StaticFiles};
+pub use connection::accept_loop;
+pub use statics::StaticFiles;
 
 /// What the WebSocket carrier needs from the configuration, fixed at start.
 #[derive(Clone, Debug)]

@@ -1,13 +1,12 @@
-//! What the core queues for a WebSocket session, framed: the zero-copy half of the carrier.
+//! The WebSocket carrier's encoders (`io::encoding::Encoder`): what the core queues for a
+//! session, framed, the zero-copy half of the carrier.
 //!
-//! Owns: `Renditions`, the messages of one delivery for every kind of receiver: the shared
-//! frame for a TCP stream, the same frame behind a binary header for a native session (the
-//! header is computed once per delivery and copied inline per receiver), and for bridge
-//! sessions the fields they asked for (W6) or the roster and EOS text frames (W10),
-//! rendered once per distinct field list per delivery and shared by every session that
-//! asked for it, and charged to frame memory like the frames read (so queued renderings are
-//! bounded like queued frames). `single` frames what the core sends one stream alone (an
-//! Ack, a roster).
+//! Owns: `Native`, the shared frame behind a binary header for a native session (the
+//! header is computed once per delivery and copied inline per receiver), and the bridge's
+//! encoder on `BridgeSession`: the fields a session asked for (W6) or the roster and EOS
+//! text frames (W10), rendered once per distinct field list per delivery (its key) and
+//! shared by every session that asked for it, and charged to frame memory like the frames
+//! read (so queued renderings are bounded like queued frames).
 //! Never does: re-encode anything per receiver, or queue anything itself.
 
 use std::sync::Arc;
@@ -20,81 +19,66 @@ use bps_ws::{
 use bytes::Bytes;
 
 use super::bridge_session::BridgeSession;
+use crate::io::encoding::Encoder;
 use crate::io::frame_memory::FrameMemory;
 use crate::io::outgoing::{Outgoing, Prefix};
-use crate::io::port::{Framing, Port};
 use crate::protocol::ChunkFacts;
 
-/// One delivery, framed for each kind of receiver on first use.
+/// The key of the native endpoint's encoding, apart from every bridge field list's key (a
+/// `u32`): every native session gets the same message of a delivery.
+const NATIVE_KEY: u64 = 1 << 32;
+
+/// The native endpoint: one binary message per frame, the shared frame behind a header.
 #[derive(Debug)]
-pub struct Renditions<'a> {
-    frame: &'a Bytes,
-    facts: &'a ChunkFacts,
-    memory: &'a Arc<FrameMemory>,
-    native: Option<Prefix>,
-    /// Per field list (by `Fields::key`) asked for by a bridge session: its message, or
-    /// nothing when the delivery is not passed on (never an AUTH).
-    bridged: Vec<(u32, Option<Outgoing>)>,
-}
+pub struct Native;
 
-impl<'a> Renditions<'a> {
-    pub fn new(
-        frame: &'a Bytes,
-        facts: &'a ChunkFacts,
-        memory: &'a Arc<FrameMemory>,
-    ) -> Renditions<'a> {
-        Renditions {
-            frame,
-            facts,
-            memory,
-            native: None,
-            bridged: Vec::new(),
-        }
+impl Encoder for Native {
+    fn key(&self) -> u64 {
+        NATIVE_KEY
     }
 
-    /// What `port` gets of this delivery.
-    pub fn for_port(&mut self, port: &Port) -> Option<Outgoing> {
-        match port.framing() {
-            Framing::Bare => Some(Outgoing::bare(self.frame.clone())),
-            Framing::Native => {
-                let len = self.frame.len();
-                let prefix = *self.native.get_or_insert_with(|| binary_prefix(len));
-                Some(Outgoing {
-                    prefix,
-                    body: self.frame.clone(),
-                })
-            }
-            Framing::Bridge(session) => self.bridged(&session.fields),
-        }
+    fn delivery(&self, frame: &Bytes, _: &ChunkFacts, _: &Arc<FrameMemory>) -> Option<Outgoing> {
+        Some(binary(frame))
     }
 
-    fn bridged(&mut self, fields: &Fields) -> Option<Outgoing> {
-        let key = fields.key();
-        if let Some((_, message)) = self.bridged.iter().find(|(known, _)| *known == key) {
-            return message.clone();
-        }
-        let message = render(fields, self.frame, self.facts, self.memory);
-        self.bridged.push((key, message.clone()));
-        message
+    fn single(&self, frame: &Bytes, _: &Arc<FrameMemory>) -> Option<Outgoing> {
+        Some(binary(frame))
     }
 }
 
-/// What `port` gets of a frame sent to it alone: its Ack (a bridge session takes the
-/// challenge from it and shows it as a text frame if it publishes, W10), or a roster.
-pub fn single(port: &Port, frame: &Bytes, memory: &Arc<FrameMemory>) -> Option<Outgoing> {
-    match port.framing() {
-        Framing::Bare => Some(Outgoing::bare(frame.clone())),
-        Framing::Native => Some(Outgoing {
-            prefix: binary_prefix(frame.len()),
-            body: frame.clone(),
-        }),
-        Framing::Bridge(session) if !session.acked() => acked(&session, frame, memory),
-        Framing::Bridge(_) => {
-            let body = body_of(frame)?;
-            render_roster(&body)
-                .ok()
-                .map(|text| text_message(text.as_bytes(), memory))
+/// The SWIP-60 bridge: the fields of each delivery a session asked for (W6), service kinds
+/// as text (W10).
+impl Encoder for BridgeSession {
+    fn key(&self) -> u64 {
+        u64::from(self.fields.key())
+    }
+
+    fn delivery(
+        &self,
+        frame: &Bytes,
+        facts: &ChunkFacts,
+        memory: &Arc<FrameMemory>,
+    ) -> Option<Outgoing> {
+        render(&self.fields, frame, facts, memory)
+    }
+
+    /// Its Ack (the session takes the challenge from it and shows it as a text frame if it
+    /// publishes, W10), or a roster.
+    fn single(&self, frame: &Bytes, memory: &Arc<FrameMemory>) -> Option<Outgoing> {
+        if !self.acked() {
+            return acked(self, frame, memory);
         }
+        let body = body_of(frame)?;
+        render_roster(&body)
+            .ok()
+            .map(|text| text_message(text.as_bytes(), memory))
+    }
+}
+
+fn binary(frame: &Bytes) -> Outgoing {
+    Outgoing {
+        prefix: binary_prefix(frame.len()),
+        body: frame.clone(),
     }
 }
 

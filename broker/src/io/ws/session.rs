@@ -1,13 +1,14 @@
 //! One WebSocket session: a BPS stream whose bytes are WebSocket messages
-//! (docs/PROTOCOL.md §9), on the native endpoint or the SWIP-60 bridge.
+//! (docs/PROTOCOL.md §9), on the native endpoint or the SWIP-60 bridge. A thin carrier on
+//! `carrier`: the shared read loop and writer task, with this decoder and `rendition`'s
+//! encoders.
 //!
-//! Owns: the session's reader (RFC 6455 frames out of the read buffer through `bps_ws`'s
+//! Owns: the session's decoder (RFC 6455 frames out of the read buffer through `bps_ws`'s
 //! decoder: messages become frames handed to the core, pings are answered, a close is
-//! echoed, and every fault ends this one session with its code from `close`), its writer
-//! (what the port queues, written like TCP's, then the close frame), its keepalive (pings,
-//! and the idle deadline), and how it ends: the close frame, a half-close and a short
-//! linger for the peer's answer; or a TCP reset when the session is cut in the middle of a
-//! message or is a slow consumer (R26), which a browser sees as 1006.
+//! echoed, and every fault ends this one session with its code from `close`), its keepalive
+//! (pings, and the idle deadline), and how it ends: the close frame, a half-close and a
+//! short linger for the peer's answer; or a TCP reset when the session is cut in the middle
+//! of a message or is a slow consumer (R26), which a browser sees as 1006.
 //! Never does: frame what the core queues (that happened in `rendition`), or judge a frame.
 
 use std::cell::Cell;
@@ -21,27 +22,21 @@ use bps_ws::{
     BridgeParams, Decoder, Event, Head, Opcode, close_payload, encode_server_frame, parse_inbound,
 };
 use bytes::{Bytes, BytesMut};
-use monoio::buf::IoBufMut;
-use monoio::io::{
-    AsyncReadRent, AsyncWriteRentExt, CancelHandle, CancelableAsyncReadRent,
-    CancelableAsyncWriteRent, OwnedReadHalf, OwnedWriteHalf, Splitable,
-};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt, Splitable};
 use monoio::net::TcpStream;
 
 use super::bridge_session::BridgeSession;
-use super::close::{self, Farewell};
+use super::close;
+use crate::io::carrier::{self, Cancellers, Decode, WriteEnd, set_linger_zero, shutdown_write};
 use crate::io::link::CoreLink;
 use crate::io::outgoing::{Outgoing, Prefix};
-use crate::io::port::{Closing, ControlKind, Framing, Life, Port};
+use crate::io::port::{Closing, ControlKind, Farewell, Port};
 use crate::io::read_buffer::ReadBuffer;
-use crate::io::tcp::{Cancellers, set_linger_zero, shutdown_write};
+use crate::limits::{BRIDGE_MESSAGE_BYTES_MAX, native_message_bytes_max};
 use crate::protocol::ClosedBy;
 
 /// Control frames (pings, pongs, closes) a peer may send per second; more is a flood.
 pub const CONTROL_FRAMES_PER_S_MAX: u32 = 20;
-/// The longest message a bridge session takes: a whole SOC (W4, W10), longer than any
-/// `kind ‖ index ‖ sig ‖ span ‖ payload`.
-pub const BRIDGE_MESSAGE_BYTES_MAX: usize = bps_ws::bridge::INBOUND_BYTES_MAX;
 /// How long writing the close frame may take.
 const CLOSE_WRITE_DEADLINE: Duration = Duration::from_secs(1);
 /// How long a closing session waits for the peer's close (RFC 6455 section 7.1.1: the
@@ -69,35 +64,33 @@ impl Endpoint {
     }
 }
 
-/// How the writer stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ending {
-    /// Between messages: a close frame may follow.
-    Clean,
-    /// In the middle of a message, or the socket failed: only a reset is left.
-    Cut,
-}
-
-/// Runs an upgraded session to its end. `join` is the bridge's Join, built from the
-/// request (the native endpoint's comes from the peer as its first message).
+/// Runs an upgraded session to its end. `join` is a bridge session's Join, built from the
+/// request, with the session (the native endpoint's Join comes from the peer as its first
+/// message).
 pub async fn run(
     link: Rc<CoreLink>,
     port: Rc<Port>,
     stream: TcpStream,
     leftover: BytesMut,
-    join: Option<Frame>,
+    join: Option<(Frame, Rc<BridgeSession>)>,
 ) {
+    let (join, bridge) = join.unzip();
     let fd = stream.as_raw_fd();
     let (read_handle, write_handle) = Cancellers::arm(&port, fd, false);
-    port.attach_socket(fd, link.settings().write_batch_frames_max);
+    port.attach_socket(fd);
     let heard = Rc::new(Cell::new(Instant::now()));
+    let ping_period = bridge.as_ref().map_or(
+        Duration::from_millis(link.settings().ws.ping_interval_ms),
+        |session| Duration::from_secs(session.keep_alive_s),
+    );
     monoio::spawn(keepalive(
         Rc::clone(&link),
         Rc::clone(&port),
         Rc::clone(&heard),
+        ping_period,
     ));
     let (mut reader, writer) = stream.into_split();
-    let writer_task = monoio::spawn(write_loop(
+    let writer_task = monoio::spawn(carrier::write_loop(
         Rc::clone(&link),
         Rc::clone(&port),
         writer,
@@ -108,8 +101,17 @@ pub async fn run(
         None => true,
     };
     let cause = if joined {
-        let mut reading = Reading::new(&link, &port, &heard, leftover);
-        reading.run(&mut reader, read_handle).await
+        let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
+        buffer.unparsed().extend_from_slice(&leftover);
+        let mut reading = Reading::new(&link, &port, &heard, bridge);
+        carrier::read_loop(
+            (&link, &port),
+            &mut reader,
+            read_handle,
+            &mut buffer,
+            &mut reading,
+        )
+        .await
     } else {
         ClosedBy::Peer
     };
@@ -119,20 +121,21 @@ pub async fn run(
             ClosedBy::Io | ClosedBy::QueueOverflow => port.reset(),
         }
     }
-    let (writer, ending) = writer_task.await;
+    let (writer, end) = writer_task.await;
     port.clear_on_close();
     let mut stream = reader.reunite(writer).ok();
     if let Some(stream) = stream.as_mut() {
-        finish(&port, stream, fd, ending).await;
+        finish(&port, stream, fd, end == WriteEnd::Cut).await;
     }
     drop(stream);
     link.ended(&port, cause);
 }
 
-/// Ends the connection: a close frame and a short wait for the peer's, or a reset.
-async fn finish(port: &Port, stream: &mut TcpStream, fd: RawFd, ending: Ending) {
+/// Ends the connection: a close frame and a short wait for the peer's, or a reset (`cut`:
+/// the writer stopped in the middle of a message, or the socket failed).
+async fn finish(port: &Port, stream: &mut TcpStream, fd: RawFd, cut: bool) {
     let closing = port.closing();
-    let reset = ending == Ending::Cut || closing == Some(Closing::SlowConsumer);
+    let reset = cut || closing == Some(Closing::SlowConsumer);
     if reset {
         set_linger_zero(fd);
         return;
@@ -172,13 +175,9 @@ pub async fn linger(stream: &mut TcpStream) {
     }
 }
 
-/// Pings the peer every period and ends a session that has been silent for too long.
-async fn keepalive(link: Rc<CoreLink>, port: Rc<Port>, heard: Rc<Cell<Instant>>) {
+/// Pings the peer every `period` and ends a session that has been silent for too long.
+async fn keepalive(link: Rc<CoreLink>, port: Rc<Port>, heard: Rc<Cell<Instant>>, period: Duration) {
     let settings = &link.settings().ws;
-    let period = match port.framing() {
-        Framing::Bridge(session) => Duration::from_secs(session.keep_alive_s),
-        Framing::Bare | Framing::Native => Duration::from_millis(settings.ping_interval_ms),
-    };
     let idle_after = Duration::from_millis(settings.idle_deadline_ms).max(2 * period);
     loop {
         monoio::time::sleep(period).await;
@@ -208,12 +207,6 @@ fn control_message(opcode: Opcode, payload: Bytes) -> Outgoing {
     }
 }
 
-/// The largest native message: one whole frame, a `frame_bytes_max` body and its varint
-/// length, so that every frame TCP takes fits one WebSocket message too (review C13).
-pub fn native_message_bytes_max(frame_bytes_max: usize) -> usize {
-    frame_bytes_max + prost::encoding::encoded_len_varint(frame_bytes_max as u64)
-}
-
 /// A copy of a control payload (at most 125 bytes, RFC 6455 5.5): a queued pong must not pin
 /// the whole read buffer its ping was sliced from while the peer does not read.
 fn owned(payload: &Bytes) -> Bytes {
@@ -240,12 +233,11 @@ impl ControlRate {
     }
 }
 
-/// The reader of one session.
+/// The decoder of one session (`carrier::Decode`), and what it answers itself.
 struct Reading<'a> {
     link: &'a CoreLink,
     port: &'a Port,
     heard: &'a Cell<Instant>,
-    buffer: ReadBuffer,
     decoder: Decoder,
     control: ControlRate,
     bridge: Option<Rc<BridgeSession>>,
@@ -263,82 +255,23 @@ impl<'a> Reading<'a> {
         link: &'a CoreLink,
         port: &'a Port,
         heard: &'a Cell<Instant>,
-        leftover: BytesMut,
+        bridge: Option<Rc<BridgeSession>>,
     ) -> Reading<'a> {
-        let bridge = match port.framing() {
-            Framing::Bridge(session) => Some(session),
-            Framing::Bare | Framing::Native => None,
-        };
         let message_bytes_max = if bridge.is_some() {
             BRIDGE_MESSAGE_BYTES_MAX
         } else {
             native_message_bytes_max(link.settings().frame_bytes_max)
         };
-        let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
-        buffer.unparsed().extend_from_slice(&leftover);
         Reading {
             link,
             port,
             heard,
-            buffer,
             decoder: Decoder::new(message_bytes_max),
             control: ControlRate {
                 window_start: Instant::now(),
                 frames: 0,
             },
             bridge,
-        }
-    }
-
-    async fn run(
-        &mut self,
-        reader: &mut OwnedReadHalf<TcpStream>,
-        handle: CancelHandle,
-    ) -> ClosedBy {
-        loop {
-            loop {
-                let event = match self.decoder.decode(self.buffer.unparsed()) {
-                    Ok(Some(event)) => event,
-                    Ok(None) => break,
-                    Err(error) => return self.fault(Farewell::of_protocol(&error)),
-                };
-                self.heard.set(Instant::now());
-                if let Next::End(cause) = self.event(event).await {
-                    return cause;
-                }
-            }
-            self.buffer.settle();
-            self.link.wait_read_room(self.port).await;
-            if !self.port.is_open() {
-                return ClosedBy::Peer;
-            }
-            let offered = self.buffer.prepare();
-            let bytes = self.buffer.take();
-            let filled = bytes.len();
-            let (result, back) = reader
-                .cancelable_read(bytes.slice_mut(filled..filled + offered), handle.clone())
-                .await;
-            let bytes = back.into_inner();
-            match result {
-                Ok(0) => {
-                    self.buffer.put_back(bytes, 0, offered);
-                    self.buffer.settle();
-                    self.link.wait_consumed(self.port).await;
-                    return ClosedBy::Peer;
-                }
-                Ok(read) => {
-                    self.link.metrics().bytes_in.add(read as u64);
-                    self.buffer.put_back(bytes, read, offered);
-                }
-                Err(_) => {
-                    self.buffer.put_back(bytes, 0, offered);
-                    return if self.port.is_open() {
-                        ClosedBy::Io
-                    } else {
-                        ClosedBy::Peer
-                    };
-                }
-            }
         }
     }
 
@@ -457,65 +390,30 @@ impl<'a> Reading<'a> {
     }
 }
 
+/// The WebSocket decoder: RFC 6455 frames out of the read buffer; a message is the next
+/// frame of the stream, a control frame is answered here.
+impl Decode for Reading<'_> {
+    async fn decode(&mut self, buffer: &mut ReadBuffer) -> Option<ClosedBy> {
+        loop {
+            let event = match self.decoder.decode(buffer.unparsed()) {
+                Ok(Some(event)) => event,
+                Ok(None) => return None,
+                Err(error) => return Some(self.fault(Farewell::of_protocol(&error))),
+            };
+            self.heard.set(Instant::now());
+            if let Next::End(cause) = self.event(event).await {
+                return Some(cause);
+            }
+        }
+    }
+}
+
 /// The code a session answers a peer's close with: the same, where it may be sent.
 fn echo_code(code: u16) -> u16 {
     if close_code_receivable(code) {
         code
     } else {
         close::NORMAL
-    }
-}
-
-/// Writes what the core left to it, like TCP's writer; says how it stopped.
-async fn write_loop(
-    link: Rc<CoreLink>,
-    port: Rc<Port>,
-    mut writer: OwnedWriteHalf<TcpStream>,
-    handle: CancelHandle,
-) -> (OwnedWriteHalf<TcpStream>, Ending) {
-    let batch_frames_max = link.settings().write_batch_frames_max;
-    loop {
-        if port.life() == Life::Resetting {
-            let ending = if port.mid_message() {
-                Ending::Cut
-            } else {
-                Ending::Clean
-            };
-            return (writer, ending);
-        }
-        let Some(mut batch) = port.take_writing(batch_frames_max) else {
-            if port.life() == Life::Flushing {
-                return (writer, Ending::Clean);
-            }
-            port.write_changed().await;
-            continue;
-        };
-        let frames = batch.frames() as u64;
-        let bytes = batch.remaining_bytes() as u64;
-        while !batch.is_done() {
-            let (result, back) = writer.cancelable_writev(batch, handle.clone()).await;
-            batch = back;
-            link.metrics().writes.inc();
-            match result {
-                Ok(0) | Err(_) => {
-                    let ending = if batch.is_partial() || port.is_open() {
-                        Ending::Cut
-                    } else {
-                        Ending::Clean
-                    };
-                    port.reset();
-                    port.return_writing(batch);
-                    return (writer, ending);
-                }
-                Ok(written) => {
-                    batch.advance(written);
-                    port.wrote(!batch.is_done());
-                }
-            }
-        }
-        port.return_writing(batch);
-        link.metrics().frames_per_write.record(frames);
-        link.written(&port, frames, bytes);
     }
 }
 

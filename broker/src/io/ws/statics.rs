@@ -18,11 +18,10 @@ use std::path::Path;
 
 use bytes::Bytes;
 
+use crate::limits::STATIC_BYTES_MAX;
+
 /// The largest file served: a bundled page script is a few hundred KiB.
 pub const STATIC_FILE_BYTES_MAX: u64 = 4 << 20;
-/// All files together with their answer heads, held in memory for the broker's life
-/// (counted in the memory budget).
-pub const STATIC_BYTES_MAX: u64 = 16 << 20;
 /// Static answers being written at once on one core. Each holds a connection and up to a
 /// socket send buffer of kernel memory while a slow client reads; a page load asks for
 /// three or four files, each done in milliseconds on a working link, so 32 serve many

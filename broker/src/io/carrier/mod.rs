@@ -1,0 +1,40 @@
+//! The carrier layer: what every carrier of BPS streams shares, so that a carrier is only
+//! a decoder, an encoder and a way to read and write bytes.
+//!
+//! Owns, by module: `socket` (the accept loop's next connection with its backoff, the
+//! socket options of an accepted connection, the cancellation of a stream's operations in
+//! flight and the close hook that arms it, half-close and zero linger), `read` (the read
+//! loop: bytes into the stream's `ReadBuffer` as the link's read window allows, handed to
+//! the carrier's decoder) and `write` (the writer task: what the kernel refused to the
+//! core's direct vectored write, and everything queued after it, many messages per
+//! `writev`, until the stream flushes or resets).
+//!
+//! The contract a carrier fulfils (TCP in `tcp`, WebSocket in `ws`; a third, such as
+//! libp2p, is the same three things and nothing else):
+//! - **bytes**: a connection that reads into an owned buffer and writes owned vectors with
+//!   a cancel handle (`CancelableAsyncReadRent`/`CancelableAsyncWriteRent`), and a socket
+//!   fd the core may write to directly (`Port::attach_socket`);
+//! - **a decoder** (`read::Decode`): the complete frames in the read buffer, each handed to
+//!   the core with `CoreLink::hand_over` (the gate a frame passes: the stream's credit,
+//!   frames in flight, frame memory, the router's pause);
+//! - **an encoder** (`encoding::Encoder`, on the port as its `Framing`): the per-message
+//!   header in front of the shared frame, computed once per delivery for every receiver
+//!   with the same key. A carrier that sends frames as they are (TCP) has none, and its
+//!   deliveries never call one.
+//!
+//! The carrier starts a stream with `link.admit`, `socket::configure` and `Cancellers::arm`,
+//! runs `read::read_loop` and a spawned `write::write_loop`, and ends with `link.ended`;
+//! how it says goodbye (a FIN, a WebSocket close frame, a reset) is its own, from what the
+//! writer reports (`write::WriteEnd`). The flush deadline and the R26 bound are the link's
+//! and the port's, the same for every carrier.
+//! Never does: know a carrier's bytes, or touch the shard or the machine.
+
+mod read;
+mod socket;
+mod write;
+
+pub use read::{Decode, read_loop};
+#[cfg(test)]
+pub use socket::KEEPALIVE_PROBES;
+pub use socket::{Cancellers, accept_next, configure, set_linger_zero, shutdown_write};
+pub use write::{WriteEnd, write_loop};
