@@ -500,9 +500,10 @@ fn start_pool(
         PoolConfig {
             workers: config.effective_verify_workers(cores),
             queue_jobs_max: config.effective_queue_jobs(cores),
-            // A cohort is homed on one core, so its jobs are that core's frames in flight
-            // at most: the bound is never met, and one cohort can hold no more than that.
-            queue_jobs_per_class_max: config.limits.frames_in_flight_per_core_max,
+            // A cohort's frames are read on every core, each core holding at most
+            // `limits.frames_in_flight_per_core_max`: the per-cohort bound is the frames in
+            // flight of every core, and the total bound, at least that, is never met.
+            queue_jobs_per_class_max: config.limits.frames_in_flight_per_core_max * cores,
             batch_jobs_max: config.verify.batch_jobs_max,
             batch_wait_us: config.verify.batch_wait_us,
             key_cache_keys_max: config.verify.key_cache_keys_max,

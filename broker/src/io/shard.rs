@@ -113,8 +113,9 @@ pub struct Shard {
     verifier: Option<RefCell<Verifier>>,
     /// Inline mode's jobs, by cohort (bounded like the results, below).
     inline_jobs: RefCell<FairQueue<InlineJob>>,
-    /// Finished verifications not applied yet, by cohort: at most this core's frames in
-    /// flight (`limits.frames_in_flight_per_core_max`), of one cohort as of all.
+    /// Finished verifications not applied yet, by cohort: at most the frames in flight of
+    /// every core (`limits.frames_in_flight_per_core_max` each, counted where the frame was
+    /// read), of one cohort as of all.
     results: RefCell<FairQueue<VerifyDone>>,
     /// Verification jobs issued and not answered yet (for the gauge; each belongs to a frame
     /// still in flight, so it is bounded by the frames in flight of every core).
@@ -150,7 +151,8 @@ impl Shard {
     pub fn new(link: Rc<CoreLink>, machine: Machine) -> Shard {
         let inline = link.shared.pool.is_none();
         let keys = link.settings().key_cache_keys_max;
-        let in_flight_max = link.settings().frames_in_flight_per_core_max;
+        // A core's cohorts verify the frames that every core's readers took in flight.
+        let in_flight_max = link.settings().frames_in_flight_per_core_max * link.shared.lanes.len();
         Shard {
             verifier: inline.then(|| RefCell::new(Verifier::new(keys))),
             link,
@@ -431,7 +433,7 @@ impl Shard {
         let queued = self.results.borrow_mut().push(class, done);
         assert!(
             queued.is_ok(),
-            "results are bounded by this core's frames in flight"
+            "results are bounded by every core's frames in flight"
         );
     }
 
