@@ -18,6 +18,8 @@
 //!   bound), plus one idle-sized unreserved read per connection;
 //! - frames in flight: what the router, the machine and the verification pool keep per frame
 //!   read and not consumed, `limits.frames_in_flight_per_core_max` per core;
+//! - fairness between cohorts: the per-cohort queues of the verification pool and of each
+//!   core's results, one entry per frame in flight;
 //! - cross-core lanes and overflows: `server.inbox_messages_max` and
 //!   `server.overflow_messages_max` messages per core and destination;
 //! - WebSocket sessions: each connection of the WebSocket listener may hold a request head
@@ -77,6 +79,12 @@ pub const BATCH_SLOT_BYTES: u64 = 80;
 /// Per frame in flight: its router message, the machine's record of it, the verification
 /// request and job, the pool's result and the ticket maps.
 pub const FRAME_IN_FLIGHT_BYTES: u64 = 768;
+
+/// Per frame in flight, for fairness between cohorts: its place in a per-cohort queue of
+/// the pool and of its core's results (a deque slot, and at worst a map entry and a
+/// round-robin slot of a cohort of its own in each), its job-origin entry and its ticket in
+/// its stream's list.
+pub const FAIR_QUEUE_ENTRY_BYTES: u64 = 256;
 
 /// Allocator overhead on frame allocations (size classes and the shared header of each
 /// frame), in percent.
@@ -306,6 +314,11 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
             name: "frames in flight",
             keys: "limits.frames_in_flight_per_core_max, server.cores",
             bytes: frames_in_flight * FRAME_IN_FLIGHT_BYTES,
+        },
+        Term {
+            name: "fair queues",
+            keys: "limits.frames_in_flight_per_core_max, server.cores",
+            bytes: frames_in_flight * FAIR_QUEUE_ENTRY_BYTES,
         },
         Term {
             name: "cross-core lanes",

@@ -353,6 +353,8 @@ pub struct CoreMetrics {
     pub verify_queue_depth: Gauge,
     /// Verification results this core applied.
     pub verify_jobs: Counter,
+    /// Verification jobs of this core taken back unverified because their stream closed.
+    pub verify_cancelled: Counter,
     /// Microseconds from submitting a verification job to receiving its result.
     pub verify_latency_us: Histogram,
     /// Microseconds from reading a frame to writing it to a receiver's socket, sampled.
@@ -412,6 +414,7 @@ impl Default for CoreMetrics {
             verifications_in_flight: Gauge::default(),
             verify_queue_depth: Gauge::default(),
             verify_jobs: Counter::default(),
+            verify_cancelled: Counter::default(),
             verify_latency_us: Histogram::new(LATENCY_BUCKETS),
             accept_to_write_us: Histogram::new(LATENCY_BUCKETS),
             queue_resets: Counter::default(),
@@ -497,7 +500,7 @@ impl CoreMetrics {
     }
 
     /// The counters with their exported names (without `bps_` and `_total`) and help texts.
-    fn counters(&self) -> [(&'static str, &'static str, &Counter); 25] {
+    fn counters(&self) -> [(&'static str, &'static str, &Counter); 26] {
         [
             (
                 "connections_accepted",
@@ -563,6 +566,11 @@ impl CoreMetrics {
                 "verify_jobs",
                 "Verification results applied.",
                 &self.verify_jobs,
+            ),
+            (
+                "verify_cancelled",
+                "Queued verification jobs taken back unverified because their stream closed.",
+                &self.verify_cancelled,
             ),
             (
                 "queue_resets",
@@ -922,11 +930,14 @@ pub struct VerifyPoolFigures {
     pub key_accepts: u64,
     pub batch_checks: u64,
     pub batch_failures: u64,
+    pub class_full: u64,
+    pub cancelled: u64,
+    pub bisections: u64,
 }
 
 impl VerifyPoolFigures {
     /// Each figure with its family name and help text.
-    fn families(&self) -> [(&'static str, &'static str, u64); 7] {
+    fn families(&self) -> [(&'static str, &'static str, u64); 10] {
         [
             (
                 "bps_verify_pool_jobs_total",
@@ -960,8 +971,23 @@ impl VerifyPoolFigures {
             ),
             (
                 "bps_verify_pool_batch_failures_total",
-                "Batched checks that failed and fell back to one check per chunk.",
+                "Batched checks that failed and were bisected.",
                 self.batch_failures,
+            ),
+            (
+                "bps_verify_pool_class_full_total",
+                "Jobs refused at one cohort's bound in the pool's queue.",
+                self.class_full,
+            ),
+            (
+                "bps_verify_pool_cancelled_total",
+                "Queued jobs taken back unverified because their stream closed.",
+                self.cancelled,
+            ),
+            (
+                "bps_verify_pool_bisections_total",
+                "Failed batched checks split in two and checked again.",
+                self.bisections,
             ),
         ]
     }

@@ -30,6 +30,7 @@ mod wire;
 
 pub mod batch;
 pub mod bmt;
+pub mod fair;
 pub mod job;
 pub mod keccak;
 pub mod keycache;

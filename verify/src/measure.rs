@@ -357,7 +357,7 @@ fn run_pipeline(
         if start.elapsed() < duration {
             loop {
                 let request = requests[next % requests.len()].clone();
-                if pool.submit(next, request).is_err() {
+                if pool.submit(0, next, request).is_err() {
                     break;
                 }
                 next += 1;

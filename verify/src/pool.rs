@@ -2,8 +2,16 @@
 //!
 //! Owns the threads, the bounded job queue and the batching policy. It never decides
 //! what a result means (the broker's protocol core does) and never blocks its callers:
-//! `submit` fails fast with [`PoolFull`] at the queue bound, which is the designed
-//! backpressure point (the broker keeps the job and stops reading that stream).
+//! `submit` fails fast with [`PoolFull`] at the queue's bounds (`queue_jobs_max` in all,
+//! `queue_jobs_per_class_max` per class), which is the designed backpressure point (the
+//! broker keeps the job and stops reading that stream).
+//!
+//! Fairness: every job names a class (the broker names the cohort), and the queue is a
+//! [`FairQueue`]: workers take one job of each waiting class in turn, so a class that
+//! floods the pool delays another class's job by at most one job of its own per round,
+//! not by its whole line. A flooding class gets whatever the others leave, and at least
+//! `1/k` of the jobs served while `k` classes wait. A caller may take back queued jobs it
+//! no longer wants ([`Pool::cancel`]: the broker's stream closed), so they cost no check.
 //!
 //! A batch is the unit of work: a worker blocks for the first job, then takes what else is
 //! queued, up to `batch_jobs_max` and up to its share (below), and hands all results of the
@@ -44,8 +52,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam::channel::{self, Receiver, Sender, TryRecvError, TrySendError};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
+use crate::fair::{Bound, FairQueue};
 use crate::job::{Verified, VerifyError, VerifyRequest};
 use crate::verifier::{Verifier, VerifierStats};
 
@@ -60,6 +69,8 @@ pub struct PoolConfig {
     pub workers: usize,
     /// Jobs queued and not yet taken by a worker; `submit` refuses beyond it.
     pub queue_jobs_max: usize,
+    /// Jobs of one class queued and not yet taken; `submit` refuses beyond it.
+    pub queue_jobs_per_class_max: usize,
     /// Jobs one worker takes at once; larger batches amortise wake-ups and the batched
     /// ECDSA check's fixed cost.
     pub batch_jobs_max: usize,
@@ -73,12 +84,13 @@ pub struct PoolConfig {
 }
 
 impl Default for PoolConfig {
-    /// One worker, 4096 queued jobs, batches of up to 64 closed after at most 200 µs, 4096
-    /// cached keys per worker.
+    /// One worker, 4096 queued jobs (of one class as of all), batches of up to 64 closed
+    /// after at most 200 µs, 4096 cached keys per worker.
     fn default() -> Self {
         Self {
             workers: 1,
             queue_jobs_max: 4096,
+            queue_jobs_per_class_max: 4096,
             batch_jobs_max: 64,
             batch_wait_us: 200,
             key_cache_keys_max: 4096,
@@ -98,7 +110,8 @@ pub struct Done<T> {
     pub latency_us: u64,
 }
 
-/// The queue was at `queue_jobs_max`; the job comes back untouched.
+/// The queue was at `queue_jobs_max`, or the job's class at `queue_jobs_per_class_max`;
+/// the job comes back untouched.
 pub struct PoolFull<T> {
     /// The rejected job's tag.
     pub tag: T,
@@ -133,8 +146,12 @@ pub struct PoolStats {
     pub jobs: AtomicU64,
     /// Batches finished since start.
     pub batches: AtomicU64,
-    /// `submit` calls refused at the queue bound.
+    /// `submit` calls refused at the queue bound (`queue_jobs_max`).
     pub full: AtomicU64,
+    /// `submit` calls refused at a class's bound (`queue_jobs_per_class_max`).
+    pub class_full: AtomicU64,
+    /// Queued jobs taken back by `cancel` before any worker took them.
+    pub cancelled: AtomicU64,
     /// Jobs settled by full recovery (cold owners, implicit authorship, rejected chunks).
     pub recoveries: AtomicU64,
     /// Jobs accepted against a cached key, without recovery.
@@ -143,11 +160,36 @@ pub struct PoolStats {
     pub batch_checks: AtomicU64,
     /// Batched ECDSA checks that failed and fell back to one check per chunk.
     pub batch_failures: AtomicU64,
+    /// Failed batch checks split in two and checked again ([`crate::verifier`]).
+    pub bisections: AtomicU64,
+}
+
+/// The queue and whether the pool is closing, behind one lock.
+struct Queue<T> {
+    jobs: FairQueue<Job<T>>,
+    closed: bool,
+}
+
+/// What the workers and the submitters share.
+struct Shared<T> {
+    queue: Mutex<Queue<T>>,
+    /// Rung for every job queued and at close.
+    ready: Condvar,
+}
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, Queue<T>> {
+        // A worker that panicked holding the lock left the queue consistent: every
+        // operation on it completes before the guard drops.
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// A running pool. Dropping it closes the queue and joins the workers.
 pub struct Pool<T: Send + 'static> {
-    sender: Option<Sender<Job<T>>>,
+    shared: Arc<Shared<T>>,
     workers: Vec<JoinHandle<()>>,
     stats: Arc<PoolStats>,
 }
@@ -176,6 +218,10 @@ impl<T: Send + 'static> Pool<T> {
     {
         assert!(config.workers > 0, "pool needs at least one worker");
         assert!(config.queue_jobs_max > 0, "pool queue must hold a job");
+        assert!(
+            config.queue_jobs_per_class_max > 0,
+            "pool queue must hold a job of each class"
+        );
         assert!(config.batch_jobs_max > 0, "a batch holds at least one job");
         assert!(
             config.key_cache_keys_max > 0,
@@ -186,13 +232,19 @@ impl<T: Send + 'static> Pool<T> {
             "batch_wait_us {} exceeds {BATCH_WAIT_US_MAX}",
             config.batch_wait_us
         );
-        let (sender, receiver) = channel::bounded::<Job<T>>(config.queue_jobs_max);
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                jobs: FairQueue::new(config.queue_jobs_max, config.queue_jobs_per_class_max),
+                closed: false,
+            }),
+            ready: Condvar::new(),
+        });
         let stats = Arc::new(PoolStats::default());
         let on_batch = Arc::new(on_batch);
         let on_start = Arc::new(on_start);
         let workers = (0..config.workers)
             .map(|index| {
-                let receiver = receiver.clone();
+                let shared = Arc::clone(&shared);
                 let stats = Arc::clone(&stats);
                 let on_batch = Arc::clone(&on_batch);
                 let on_start = Arc::clone(&on_start);
@@ -200,41 +252,71 @@ impl<T: Send + 'static> Pool<T> {
                     .name(format!("bps-verify-{index}"))
                     .spawn(move || {
                         on_start(index);
-                        work(&receiver, config, &stats, &*on_batch);
+                        work(&shared, config, &stats, &*on_batch);
                     })
                     .expect("spawning a verification worker")
             })
             .collect();
         Self {
-            sender: Some(sender),
+            shared,
             workers,
             stats,
         }
     }
 
-    /// Queues one job, or returns it at the queue bound.
-    pub fn submit(&self, tag: T, request: VerifyRequest) -> Result<(), PoolFull<T>> {
-        let Some(sender) = &self.sender else {
-            return Err(PoolFull { tag, request });
-        };
+    /// Queues one job at the end of its `class`, or returns it at a bound.
+    pub fn submit(&self, class: u64, tag: T, request: VerifyRequest) -> Result<(), PoolFull<T>> {
         let job = Job {
             tag,
             request,
             queued_at: Instant::now(),
         };
-        match sender.try_send(job) {
-            Ok(()) => {
-                self.stats.depth.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
-                self.stats.full.fetch_add(1, Ordering::Relaxed);
-                Err(PoolFull {
+        let pushed = {
+            let mut queue = self.shared.lock();
+            if queue.closed {
+                return Err(PoolFull {
                     tag: job.tag,
                     request: job.request,
+                });
+            }
+            // Counted before a worker can take it, so the gauge never goes below zero.
+            self.stats.depth.fetch_add(1, Ordering::Relaxed);
+            queue.jobs.push(class, job)
+        };
+        match pushed {
+            Ok(()) => {
+                self.shared.ready.notify_one();
+                Ok(())
+            }
+            Err(refused) => {
+                self.stats.depth.fetch_sub(1, Ordering::Relaxed);
+                let counter = match refused.bound {
+                    Bound::Total => &self.stats.full,
+                    Bound::Class => &self.stats.class_full,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                Err(PoolFull {
+                    tag: refused.job.tag,
+                    request: refused.job.request,
                 })
             }
         }
+    }
+
+    /// Takes back the queued jobs of `class` whose tag `cancelled` picks (none a worker has
+    /// taken already: those finish as usual), and returns their tags in queue order.
+    pub fn cancel(&self, class: u64, mut cancelled: impl FnMut(&T) -> bool) -> Vec<T> {
+        let removed = self
+            .shared
+            .lock()
+            .jobs
+            .cancel(class, |job| cancelled(&job.tag));
+        let count = removed.len();
+        self.stats.depth.fetch_sub(count, Ordering::Relaxed);
+        self.stats
+            .cancelled
+            .fetch_add(count as u64, Ordering::Relaxed);
+        removed.into_iter().map(|job| job.tag).collect()
     }
 
     /// Live counters.
@@ -245,7 +327,8 @@ impl<T: Send + 'static> Pool<T> {
 
 impl<T: Send + 'static> Drop for Pool<T> {
     fn drop(&mut self) {
-        self.sender = None;
+        self.shared.lock().closed = true;
+        self.shared.ready.notify_all();
         for worker in self.workers.drain(..) {
             // A worker that panicked already reported it; joining the rest matters more.
             let _ = worker.join();
@@ -254,7 +337,7 @@ impl<T: Send + 'static> Drop for Pool<T> {
 }
 
 fn work<T>(
-    receiver: &Receiver<Job<T>>,
+    shared: &Shared<T>,
     config: PoolConfig,
     stats: &PoolStats,
     on_batch: &dyn Fn(Vec<Done<T>>),
@@ -264,26 +347,7 @@ fn work<T>(
     let mut reported = VerifierStats::default();
     let mut batch: Vec<Job<T>> = Vec::with_capacity(config.batch_jobs_max);
     let mut results = Vec::with_capacity(config.batch_jobs_max);
-    while let Ok(first) = receiver.recv() {
-        let deadline = first.queued_at + wait;
-        batch.push(first);
-        while batch.len() < config.batch_jobs_max {
-            if holds_share(batch.len(), receiver.len(), config.workers) {
-                break;
-            }
-            let job = match receiver.try_recv() {
-                Ok(job) => job,
-                // A deadline already past returns at once.
-                Err(TryRecvError::Empty) if !wait.is_zero() => {
-                    match receiver.recv_deadline(deadline) {
-                        Ok(job) => job,
-                        Err(_) => break,
-                    }
-                }
-                Err(_) => break,
-            };
-            batch.push(job);
-        }
+    while take_batch(shared, config, wait, &mut batch) {
         let taken = batch.len();
         results.clear();
         verifier.verify_batch(&batch, &mut results);
@@ -312,12 +376,58 @@ fn work<T>(
                 &stats.batch_failures,
                 (now.batch_failures, reported.batch_failures),
             ),
+            (&stats.bisections, (now.bisections, reported.bisections)),
         ] {
             counter.fetch_add(total - before, Ordering::Relaxed);
         }
         reported = now;
         on_batch(done);
     }
+}
+
+/// Fills `batch` (empty on entry) with the next batch, in the queue's round-robin order
+/// (module docs for when it closes); `false` once the pool is closed and drained.
+fn take_batch<T>(
+    shared: &Shared<T>,
+    config: PoolConfig,
+    wait: Duration,
+    batch: &mut Vec<Job<T>>,
+) -> bool {
+    let mut queue = shared.lock();
+    let first = loop {
+        if let Some((_, job)) = queue.jobs.pop() {
+            break job;
+        }
+        if queue.closed {
+            return false;
+        }
+        queue = shared
+            .ready
+            .wait(queue)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    };
+    let deadline = first.queued_at + wait;
+    batch.push(first);
+    while batch.len() < config.batch_jobs_max {
+        if holds_share(batch.len(), queue.jobs.len(), config.workers) {
+            break;
+        }
+        if let Some((_, job)) = queue.jobs.pop() {
+            batch.push(job);
+            continue;
+        }
+        // A deadline already past ends the batch at once.
+        let left = deadline.saturating_duration_since(Instant::now());
+        if wait.is_zero() || left.is_zero() || queue.closed {
+            break;
+        }
+        queue = shared
+            .ready
+            .wait_timeout(queue, left)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0;
+    }
+    true
 }
 
 /// Whether a worker holding `held` jobs, with `queued` more in the queue, has its share of
@@ -375,7 +485,7 @@ mod tests {
             let owner = if tag % 2 == 0 { key.address() } else { [9; 20] };
             let mut job = Some(request(&key, tag as u8, owner));
             while let Some(next) = job.take() {
-                if let Err(full) = pool.submit(tag, next) {
+                if let Err(full) = pool.submit(0, tag, next) {
                     std::thread::yield_now();
                     job = Some(full.request);
                 }
@@ -405,6 +515,7 @@ mod tests {
             PoolConfig {
                 workers: 1,
                 queue_jobs_max: 64,
+                queue_jobs_per_class_max: 64,
                 batch_jobs_max: 4,
                 batch_wait_us: BATCH_WAIT_US_MAX,
                 key_cache_keys_max: 8,
@@ -425,7 +536,10 @@ mod tests {
             },
         );
         for tag in 0..10u8 {
-            assert!(pool.submit(tag, request(&key, tag, key.address())).is_ok());
+            assert!(
+                pool.submit(0, tag, request(&key, tag, key.address()))
+                    .is_ok()
+            );
         }
         release.send(()).expect("worker waiting");
         let batches: Vec<Vec<(u8, bool)>> =
@@ -453,6 +567,7 @@ mod tests {
             PoolConfig {
                 workers: 1,
                 queue_jobs_max: 4,
+                queue_jobs_per_class_max: 4,
                 batch_jobs_max: 4,
                 batch_wait_us: BATCH_WAIT_US_MAX,
                 key_cache_keys_max: 1,
@@ -467,7 +582,7 @@ mod tests {
                     .expect("receiver alive");
             },
         );
-        assert!(pool.submit(0, request(&key, 0, key.address())).is_ok());
+        assert!(pool.submit(0, 0, request(&key, 0, key.address())).is_ok());
         let latencies = receiver.recv().expect("batch");
         assert_eq!(latencies.len(), 1);
         assert!(latencies[0] >= BATCH_WAIT_US_MAX, "{latencies:?}");
@@ -511,6 +626,7 @@ mod tests {
             PoolConfig {
                 workers: 2,
                 queue_jobs_max: 64,
+                queue_jobs_per_class_max: 64,
                 batch_jobs_max: 64,
                 batch_wait_us: 0,
                 key_cache_keys_max: 8,
@@ -540,7 +656,10 @@ mod tests {
             },
         );
         for tag in 0..JOBS {
-            assert!(pool.submit(tag, request(&key, tag, key.address())).is_ok());
+            assert!(
+                pool.submit(0, tag, request(&key, tag, key.address()))
+                    .is_ok()
+            );
         }
         release.send(()).expect("a worker waiting");
         release.send(()).expect("a worker waiting");
@@ -566,6 +685,165 @@ mod tests {
         seen.sort_unstable();
         let expected: Vec<(u8, bool)> = (0..JOBS).map(|tag| (tag, true)).collect();
         assert_eq!(seen, expected);
+    }
+
+    /// A class that queued 40 jobs first and one that queued 3 after it, behind a held
+    /// worker: the batches take the classes in turn, so the late class's jobs are all in
+    /// the first batch, and each class keeps its own order.
+    #[test]
+    fn a_flooding_class_takes_turns_with_a_late_one() {
+        let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Mutex::new(gate);
+        let (sender, receiver) = mpsc::channel();
+        let sender = Mutex::new(sender);
+        let pool = Pool::start(
+            PoolConfig {
+                workers: 1,
+                queue_jobs_max: 64,
+                queue_jobs_per_class_max: 64,
+                batch_jobs_max: 8,
+                batch_wait_us: 0,
+                key_cache_keys_max: 8,
+            },
+            move |_| {
+                let _ = gate.lock().expect("gate").recv();
+            },
+            move |batch: Vec<Done<(u64, u8)>>| {
+                let tags: Vec<(u64, u8)> = batch.iter().map(|done| done.tag).collect();
+                sender
+                    .lock()
+                    .expect("test channel")
+                    .send(tags)
+                    .expect("receiver alive");
+            },
+        );
+        for n in 0..40u8 {
+            assert!(
+                pool.submit(1, (1, n), request(&key, n, key.address()))
+                    .is_ok()
+            );
+        }
+        for n in 0..3u8 {
+            let id = 100 + n;
+            assert!(
+                pool.submit(2, (2, n), request(&key, id, key.address()))
+                    .is_ok()
+            );
+        }
+        release.send(()).expect("worker waiting");
+        let first = receiver
+            .recv_timeout(Duration::from_secs(30))
+            .expect("batch");
+        assert_eq!(
+            first,
+            [
+                (1, 0),
+                (2, 0),
+                (1, 1),
+                (2, 1),
+                (1, 2),
+                (2, 2),
+                (1, 3),
+                (1, 4)
+            ]
+        );
+        let mut rest = Vec::new();
+        while rest.len() < 35 {
+            rest.extend(
+                receiver
+                    .recv_timeout(Duration::from_secs(30))
+                    .expect("batch"),
+            );
+        }
+        let expected: Vec<(u64, u8)> = (5..40).map(|n| (1, n)).collect();
+        assert_eq!(rest, expected);
+    }
+
+    /// Jobs taken back before a worker took them never come back through `on_batch`, and
+    /// are counted; the others are verified as usual.
+    #[test]
+    fn cancelled_jobs_are_returned_and_never_verified() {
+        let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Mutex::new(gate);
+        let (sender, receiver) = mpsc::channel();
+        let sender = Mutex::new(sender);
+        let pool = Pool::start(
+            PoolConfig {
+                workers: 1,
+                queue_jobs_max: 64,
+                queue_jobs_per_class_max: 64,
+                batch_jobs_max: 64,
+                batch_wait_us: 0,
+                key_cache_keys_max: 8,
+            },
+            move |_| {
+                let _ = gate.lock().expect("gate").recv();
+            },
+            move |batch: Vec<Done<u8>>| {
+                let sender = sender.lock().expect("test channel");
+                for done in batch {
+                    sender.send(done.tag).expect("receiver alive");
+                }
+            },
+        );
+        for tag in 0..10u8 {
+            assert!(
+                pool.submit(u64::from(tag % 2), tag, request(&key, tag, key.address()))
+                    .is_ok()
+            );
+        }
+        // The worker is held before its first job, so all ten are still queued.
+        let cancelled = pool.cancel(1, |tag| *tag >= 5);
+        assert_eq!(cancelled, [5, 7, 9]);
+        assert!(pool.cancel(3, |_| true).is_empty());
+        release.send(()).expect("worker waiting");
+        let mut seen: Vec<u8> = (0..7)
+            .map(|_| {
+                receiver
+                    .recv_timeout(Duration::from_secs(30))
+                    .expect("a result")
+            })
+            .collect();
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1, 2, 3, 4, 6, 8]);
+        let stats = pool.stats();
+        assert_eq!(stats.cancelled.load(Ordering::Relaxed), 3);
+        assert_eq!(stats.jobs.load(Ordering::Relaxed), 7);
+        assert_eq!(stats.depth.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_class_at_its_bound_is_refused_while_another_class_is_not() {
+        let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Mutex::new(gate);
+        let pool = Pool::start(
+            PoolConfig {
+                workers: 1,
+                queue_jobs_max: 8,
+                queue_jobs_per_class_max: 2,
+                batch_jobs_max: 8,
+                batch_wait_us: 0,
+                key_cache_keys_max: 8,
+            },
+            move |_| {
+                let _ = gate.lock().expect("gate").recv();
+            },
+            |_batch: Vec<Done<u8>>| {},
+        );
+        assert!(pool.submit(1, 0, request(&key, 0, key.address())).is_ok());
+        assert!(pool.submit(1, 1, request(&key, 1, key.address())).is_ok());
+        let refused = pool
+            .submit(1, 2, request(&key, 2, key.address()))
+            .expect_err("class 1 is at its bound");
+        assert_eq!(refused.tag, 2);
+        assert!(pool.submit(2, 3, request(&key, 3, key.address())).is_ok());
+        let stats = pool.stats();
+        assert_eq!(stats.class_full.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.full.load(Ordering::Relaxed), 0);
+        release.send(()).expect("worker waiting");
     }
 
     #[test]
@@ -600,6 +878,7 @@ mod tests {
             PoolConfig {
                 workers: 1,
                 queue_jobs_max: 1,
+                queue_jobs_per_class_max: 1,
                 batch_jobs_max: 1,
                 ..PoolConfig::default()
             },
@@ -611,7 +890,7 @@ mod tests {
         );
         let mut refused = None;
         for tag in 0..4u8 {
-            if let Err(full) = pool.submit(tag, request(&key, tag, key.address())) {
+            if let Err(full) = pool.submit(0, tag, request(&key, tag, key.address())) {
                 refused = Some(full.tag);
                 break;
             }

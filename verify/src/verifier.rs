@@ -10,10 +10,13 @@
 //!   one check for the whole batch of jobs, all owners together, each chunk against its
 //!   own owner's key ([`KnownKeysBatch`], each owner's key listed once; a lone warm chunk
 //!   gets the single check). So a group chat of many speakers costs one multi-scalar
-//!   multiplication per batch, not one check per chunk. If that check fails, each owner's
-//!   warm chunks are checked again as a batch of their own, and only the chunks of an
-//!   owner whose batch fails are checked one by one: a bad chunk costs the honest owners
-//!   of its batch no more than the per-owner checks they had before multi-key batches;
+//!   multiplication per batch, not one check per chunk. If that check fails, the warm
+//!   chunks are bisected: each half is checked as a batch of its own, a half that passes is
+//!   accepted, a half that fails is split again, down to single chunks (and a half whose
+//!   sibling passed after their parent failed holds a bad chunk for sure, so it is split
+//!   without its own check). `k` bad chunks among `n` cost at most `1 + 2·k·⌈log2 n⌉`
+//!   checks, so one bad chunk spoils no honest owner's acceptance and costs the batch a
+//!   dozen checks of shrinking halves, not one check per chunk or per owner;
 //! - implicit-authorship jobs (owner unknown in advance) are recovered one by one.
 //!
 //! Never: rejects on the fast path. The key checks can only accept, and they accept only
@@ -28,15 +31,14 @@
 //! ≈ 17 µs against ≈ 88 µs for recovery with the scalar BMT. With 64 owners taking turns
 //! (one chunk each per batch), the one multi-key check makes this path 1.6–1.9× faster
 //! than one check per owner (docs/BENCHMARKS.md, issue 12). A batch that holds a bad chunk
-//! costs the failed multi-key check, then the per-owner checks (a single check, ≈ 45 µs,
-//! for an owner with one chunk, and one-key batches otherwise), then single checks of the
-//! failing owner's chunks and the bad chunk's recovery; the broker closes the stream that
-//! sent it (R17).
+//! costs the failed multi-key check, the bisection's checks of halves (their sizes sum to
+//! at most twice the batch per bad chunk and level) and the bad chunk's recovery; the
+//! broker closes the stream that sent it (R17) and takes back its jobs still queued.
 
 use std::borrow::Borrow;
 use std::ops::Range;
 
-use crate::batch::{KeyedSignature, KnownKey, KnownKeysBatch, SignedDigest};
+use crate::batch::{KeyedSignature, KnownKey, KnownKeysBatch, SignedDigest, verify_with_key};
 use crate::job::{Expect, Verified, VerifyError, VerifyRequest, verify};
 use crate::keycache::KeyCache;
 use crate::signer::COMPRESSED_KEY_SIZE;
@@ -52,10 +54,12 @@ pub struct VerifierStats {
     /// Chunks accepted against a cached key.
     pub key_accepts: u64,
     /// Batch checks run: one per job batch with two or more warm chunks (of any owners),
-    /// and after a failed one, one per owner with two or more.
+    /// and after a failed one, one per half of two or more the bisection checks.
     pub batch_checks: u64,
-    /// Batch checks that failed (and fell back owner by owner, or chunk by chunk).
+    /// Batch checks that failed.
     pub batch_failures: u64,
+    /// Failed batches split in two by the bisection.
+    pub bisections: u64,
 }
 
 /// A `Expect::At` job that may be settled against a cached key.
@@ -214,8 +218,8 @@ impl Verifier {
         }
     }
 
-    /// Checks every warm chunk of the batch in one multi-key check; if it fails, owner by
-    /// owner (module docs); the chunks not accepted go through [`crate::verify`].
+    /// Checks every warm chunk of the batch in one multi-key check, bisecting on failure
+    /// (module docs); the chunks not accepted go through [`crate::verify`].
     fn settle_warm<R: Borrow<VerifyRequest>>(
         &mut self,
         requests: &[R],
@@ -226,19 +230,7 @@ impl Verifier {
         }
         self.verdicts.clear();
         self.verdicts.resize(self.warm_signatures.len(), false);
-        if self.warm_keys.len() == 1 {
-            self.check_warm(0..self.warm_signatures.len());
-        } else {
-            // Two keys or more, so two chunks or more: a real batch.
-            let passed = self.batch.check(&self.warm_keys, &self.warm_signatures);
-            self.stats.batch_checks += 1;
-            self.stats.batch_failures += u64::from(!passed);
-            if passed {
-                self.verdicts.fill(true);
-            } else {
-                self.check_each_owner();
-            }
-        }
+        self.bisect(0..self.warm_signatures.len(), false);
         for (index, accepted) in self.warm_candidates.iter().zip(&self.verdicts) {
             let candidate = &self.candidates[*index];
             if *accepted {
@@ -250,34 +242,36 @@ impl Verifier {
         }
     }
 
-    /// After a failed multi-key check: each owner's warm chunks (contiguous, one key) as
-    /// their own batch, so an honest owner's chunks still pass together and only a failing
-    /// owner's are checked one by one.
-    fn check_each_owner(&mut self) {
-        let mut start = 0;
-        while start < self.warm_signatures.len() {
-            let key = self.warm_signatures[start].key;
-            let len = self.warm_signatures[start..]
-                .iter()
-                .take_while(|keyed| keyed.key == key)
-                .count();
-            self.check_warm(start..start + len);
-            start += len;
+    /// Verdicts for `self.warm_signatures[range]`: a lone signature by the single check,
+    /// more by one batch check, and a failed batch by its two halves in turn. `bad` says a
+    /// bad signature is known to be in the range (its parent failed and its sibling passed):
+    /// then the range is split without a check of its own, and a lone one is left to
+    /// recovery. The recursion is `log2` of the batch deep (at most a few dozen levels).
+    fn bisect(&mut self, range: Range<usize>, bad: bool) {
+        if range.len() == 1 {
+            if !bad {
+                let keyed = self.warm_signatures[range.start];
+                self.verdicts[range.start] =
+                    verify_with_key(&self.warm_keys[keyed.key], &keyed.signature);
+            }
+            return;
         }
-    }
-
-    /// [`KnownKeysBatch::check_each`] on `self.warm_signatures[range]`, verdicts into the
-    /// same range of `self.verdicts`, counted as a batch check if it holds two or more.
-    fn check_warm(&mut self, range: Range<usize>) {
-        let passed = self.batch.check_each(
-            &self.warm_keys,
-            &self.warm_signatures[range.clone()],
-            &mut self.verdicts[range.clone()],
-        );
-        if range.len() > 1 {
+        if !bad {
+            let passed = self
+                .batch
+                .check(&self.warm_keys, &self.warm_signatures[range.clone()]);
             self.stats.batch_checks += 1;
-            self.stats.batch_failures += u64::from(!passed);
+            if passed {
+                self.verdicts[range].fill(true);
+                return;
+            }
+            self.stats.batch_failures += 1;
         }
+        self.stats.bisections += 1;
+        let middle = range.start + range.len() / 2;
+        self.bisect(range.start..middle, false);
+        let left_passed = self.verdicts[range.start..middle].iter().all(|ok| *ok);
+        self.bisect(middle..range.end, left_passed);
     }
 }
 

@@ -191,6 +191,7 @@ fn assert_exact(verifier: &mut Verifier, requests: &[VerifyRequest]) -> Verifier
         key_accepts: after.key_accepts - before.key_accepts,
         batch_checks: after.batch_checks - before.batch_checks,
         batch_failures: after.batch_failures - before.batch_failures,
+        bisections: after.bisections - before.bisections,
     }
 }
 
@@ -265,7 +266,11 @@ proptest! {
         ] {
             let mut verifier = verifier_knowing(&known, keys_max);
             let stats = assert_exact(&mut verifier, &requests);
-            prop_assert!(stats.batch_checks <= 1 + OWNERS as u64, "{name}: {stats:?}");
+            let bad = expected.iter().filter(|result| result.is_err()).count() as u64;
+            prop_assert!(
+                stats.batch_checks <= bisection_checks_max(bad, requests.len()),
+                "{name}: {stats:?}"
+            );
             if stats.batch_failures == 0 {
                 prop_assert!(stats.batch_checks <= 1, "{name}: {stats:?}");
             }
@@ -335,22 +340,34 @@ fn one_bad_chunk_among_64_of_16_owners_is_the_only_one_rejected() {
             // Refused before any curve arithmetic: the batch of the others passes.
             assert_eq!((stats.batch_checks, stats.batch_failures), (1, 0), "{name}");
         } else {
-            // The batch fails; then each of the 16 owners' chunks as a batch, and only the
-            // one holding the bad chunk fails and is checked chunk by chunk.
+            // The batch fails and is bisected: a failed half per level at most, and never
+            // more checks than the bound of one bad chunk among 64.
+            assert!(stats.batch_failures >= 1, "{name}: {stats:?}");
+            assert!(stats.batch_failures <= 1 + 6, "{name}: {stats:?}");
+            assert!(
+                stats.batch_checks <= bisection_checks_max(1, 64),
+                "{name}: {stats:?}"
+            );
             assert_eq!(
-                (stats.batch_checks, stats.batch_failures),
-                (17, 2),
-                "{name}"
+                stats.bisections, 6,
+                "{name}: one split per level down to the chunk"
             );
         }
     }
 }
 
-/// A bad chunk among one big publisher's chunks and a few small ones: after the failed
-/// batch, every honest owner's chunks pass as a batch of their own; only the bad chunk's
-/// owner is checked chunk by chunk.
+/// The most batch checks the bisection runs for `bad` bad chunks among `chunks`: the
+/// first check, then at most two per level for each bad chunk.
+fn bisection_checks_max(bad: u64, chunks: usize) -> u64 {
+    let levels = u64::from(chunks.max(1).next_power_of_two().trailing_zeros());
+    1 + 2 * bad * levels
+}
+
+/// A bad chunk among one big publisher's chunks and a few small ones: the bisection finds
+/// it with a few checks of halves, and every other chunk, of its owner too, is accepted by
+/// key.
 #[test]
-fn a_bad_chunk_sends_only_its_owner_to_single_checks() {
+fn a_bad_chunk_is_found_by_bisection() {
     let owners = owners();
     let all: Vec<&SigningKey> = owners.iter().collect();
     let mut requests = round_robin(&owners[..1], 40);
@@ -362,9 +379,41 @@ fn a_bad_chunk_sends_only_its_owner_to_single_checks() {
     let mut verifier = verifier_knowing(&all, OWNERS);
     let stats = assert_exact(&mut verifier, &requests);
     assert_eq!((stats.recoveries, stats.key_accepts), (1, 63));
-    // The multi-key batch, then 9 owners' batches (40 chunks, and 3 for each of 8), of
-    // which owner 5's fails.
-    assert_eq!((stats.batch_checks, stats.batch_failures), (10, 2));
+    assert!(
+        stats.batch_checks <= bisection_checks_max(1, 64),
+        "{stats:?}"
+    );
+    assert_eq!(stats.bisections, 6, "{stats:?}");
+}
+
+/// Bad chunks among many good ones, at every density: each good chunk is still accepted by
+/// key, each bad one rejected with `verify`'s error, and the checks stay within
+/// `1 + 2·k·log2 n` (far below one per chunk while bad chunks are few).
+#[test]
+fn bisection_accepts_every_good_chunk_with_logarithmic_checks() {
+    let owners = owners();
+    let all: Vec<&SigningKey> = owners.iter().collect();
+    for bad_count in [1usize, 2, 3, 8, 64] {
+        let mut requests = round_robin(&owners, 64);
+        let positions: Vec<usize> = (0..bad_count).map(|n| (n * 37 + 11) % 64).collect();
+        for &position in &positions {
+            let mut chunk = requests[position].chunk.to_vec();
+            chunk[105] ^= 1;
+            let Expect::At { owner } = requests[position].expect else {
+                unreachable!("round_robin is explicit authorship");
+            };
+            requests[position] = at(chunk, owner);
+        }
+        let mut verifier = verifier_knowing(&all, OWNERS);
+        let stats = assert_exact(&mut verifier, &requests);
+        let bad = positions.len() as u64;
+        assert_eq!(stats.recoveries, bad, "{bad_count} bad");
+        assert_eq!(stats.key_accepts, 64 - bad, "{bad_count} bad");
+        assert!(
+            stats.batch_checks <= bisection_checks_max(bad, 64).min(63),
+            "{bad_count} bad: {stats:?}"
+        );
+    }
 }
 
 /// `(r, s, v)` of EIP-191 over `digest` with nonce point `nonce` (x below N) and `s`.
@@ -480,18 +529,10 @@ fn an_all_invalid_batch_of_many_owners_gets_naives_errors() {
     let stats = assert_exact(&mut verifier, &requests);
     assert_eq!(stats.key_accepts, 0);
     assert_eq!(stats.recoveries, 64);
-    // The batch fails, then so does every owner's (each holds at least 4 chunks).
-    let mut owners_named: Vec<[u8; 20]> = requests
-        .iter()
-        .filter_map(|request| match request.expect {
-            Expect::At { owner } => Some(owner),
-            Expect::Implicit { .. } => None,
-        })
-        .collect();
-    owners_named.sort_unstable();
-    owners_named.dedup();
-    let checks = 1 + owners_named.len() as u64;
-    assert_eq!((stats.batch_checks, stats.batch_failures), (checks, checks));
+    // The batch fails, and so does every half the bisection checks: the warm chunks (the
+    // ones whose signature parses) form a tree of failed checks, one per inner node.
+    assert_eq!(stats.batch_checks, stats.batch_failures);
+    assert!(stats.batch_checks < 64, "{stats:?}");
 }
 
 /// The same chunk several times, and every owner's chunks twice, in one batch: one check

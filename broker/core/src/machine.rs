@@ -395,6 +395,36 @@ impl Machine {
         self.rearm(now);
     }
 
+    /// Where a verification ticket's frame came from: its stream and the serial of that
+    /// stream's cohort (the I/O layer queues jobs fairly by cohort and takes back the jobs
+    /// of a stream that closed). `None` once the stream is gone or the ticket answered.
+    #[must_use]
+    pub fn ticket_origin(&self, ticket: Ticket) -> Option<(StreamId, u64)> {
+        let stream_id = *self.tickets.get(&ticket)?;
+        let stream = self.streams.get(&stream_id)?;
+        Some((stream_id, stream.cohort))
+    }
+
+    /// An `Action::Verify` of a stream the machine closed was taken back unverified: the
+    /// frame is done, as if its result had come and been ignored.
+    ///
+    /// # Panics
+    /// If the ticket was never issued or was already answered, or its stream is still
+    /// attached (only a closed stream's jobs may be taken back).
+    pub fn on_cancelled(&mut self, now: Millis, ticket: Ticket) {
+        let stream_id = self
+            .tickets
+            .remove(&ticket)
+            .unwrap_or_else(|| panic!("ticket {} was never issued", ticket.value()));
+        assert!(
+            !self.streams.contains_key(&stream_id),
+            "ticket {} of the attached stream {stream_id} taken back",
+            ticket.value()
+        );
+        self.out.consumed(stream_id);
+        self.rearm(now);
+    }
+
     /// A frame sent with a `WriteNotice` is on the wire (R24: the revocation grace starts).
     pub fn on_written(&mut self, now: Millis, stream: StreamId, notice: WriteNotice) {
         if let Some(stream) = self.streams.get_mut(&stream)

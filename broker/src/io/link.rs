@@ -4,7 +4,9 @@
 //! Owns: `CoreLink`: the ports of this core's streams, stream ids, admission at accept
 //! (draining, blocklist, `limits.connections_max`, the per-peer pre-Join cap), the read
 //! gates (the router's pause, frame memory, this core's frames in flight, the stream's read
-//! window), the Join and flush deadlines of this core's connections, the listeners a drain
+//! window; readers waiting for this core's frames in flight are woken one cohort after
+//! another, oldest first within a cohort, so a cohort whose readers hold every slot cannot
+//! keep another cohort's reader out), the Join and flush deadlines of this core's connections, the listeners a drain
 //! shuts, and the rate limit of log lines a peer can trigger.
 //! The carrier side (`admit`, `wait_read_room`, `hand_over`, `written`, `ended`,
 //! `frame_error`) is all a carrier may call: it sees ports, frames and credits, never the
@@ -14,7 +16,7 @@
 //! credit or a release wakes.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::poll_fn;
 use std::hash::BuildHasher;
 use std::net::IpAddr;
@@ -26,6 +28,7 @@ use std::task::{Poll, Waker};
 use std::time::Instant;
 
 use bps_proto::{CohortKey, Frame, FrameError, Hash};
+use bps_verify::fair::FairQueue;
 
 use super::Shared;
 use super::frame_memory::FrameMemory;
@@ -80,7 +83,13 @@ pub struct CoreLink {
     /// being verified stays consumed-not until its result is back, even when its stream
     /// closed meanwhile, so verification jobs are bounded by this too).
     in_flight: Cell<usize>,
-    in_flight_waiting: RefCell<Vec<Waker>>,
+    /// Readers waiting for room among the frames in flight, by their cohort (`read_classes`).
+    /// An entry counts only while its stream is in `in_flight_queued` (a reader that got in
+    /// some other way leaves it), so each stream has at most one live entry.
+    in_flight_waiting: RefCell<FairQueue<(StreamId, Waker)>>,
+    in_flight_queued: RefCell<HashSet<StreamId>>,
+    /// The cohort class of each stream that sent its Join (a hash of the cohort's key).
+    read_classes: RefCell<HashMap<StreamId, u64>>,
     memory_waiting: RefCell<Vec<Waker>>,
     join_deadlines: RefCell<DeadlineQueue>,
     flush_deadlines: RefCell<DeadlineQueue>,
@@ -130,6 +139,8 @@ impl std::fmt::Debug for CoreLink {
 impl CoreLink {
     pub fn new(core: usize, shared: Arc<Shared>) -> CoreLink {
         let metrics = Arc::clone(&shared.metrics[core]);
+        // One live entry per stream at most, and stale ones are dropped as they come up.
+        let waiters_max = shared.settings.connections_max.max(1) * 2;
         CoreLink {
             router: Router::new(
                 core,
@@ -144,7 +155,9 @@ impl CoreLink {
             ports: RefCell::new(HashMap::new()),
             next_stream: Cell::new(0),
             in_flight: Cell::new(0),
-            in_flight_waiting: RefCell::new(Vec::new()),
+            in_flight_waiting: RefCell::new(FairQueue::new(waiters_max, waiters_max)),
+            in_flight_queued: RefCell::new(HashSet::new()),
+            read_classes: RefCell::new(HashMap::new()),
             memory_waiting: RefCell::new(Vec::new()),
             join_deadlines: RefCell::new(DeadlineQueue::default()),
             flush_deadlines: RefCell::new(DeadlineQueue::default()),
@@ -331,7 +344,8 @@ impl CoreLink {
     pub async fn hand_over(&self, port: &Port, frame: Frame) -> bool {
         self.metrics.frame_in(port.transport);
         let Some(home) = port.home() else {
-            let home = self.home_of_join(&frame);
+            let (home, class) = self.home_of_join(&frame);
+            self.read_classes.borrow_mut().insert(port.id, class);
             port.set_home(home);
             self.release_prejoin(port);
             self.router.to_home(
@@ -379,13 +393,44 @@ impl CoreLink {
                     if self.core_has_room() || !port.is_open() {
                         return Poll::Ready(());
                     }
-                    self.in_flight_waiting.borrow_mut().push(cx.waker().clone());
+                    self.wait_in_flight_room(port.id, cx.waker());
                     Poll::Pending
                 })
                 .await;
                 continue;
             }
+            // In: a queued entry of this stream is stale now.
+            self.in_flight_queued.borrow_mut().remove(&port.id);
             return port.take_credit();
+        }
+    }
+
+    /// Queues a reader for a frame in flight freed, behind its cohort's earlier ones; a
+    /// reader already queued keeps its place (its waker wakes the same task).
+    fn wait_in_flight_room(&self, stream: StreamId, waker: &Waker) {
+        if !self.in_flight_queued.borrow_mut().insert(stream) {
+            return;
+        }
+        let class = self
+            .read_classes
+            .borrow()
+            .get(&stream)
+            .copied()
+            .unwrap_or(0);
+        let mut waiting = self.in_flight_waiting.borrow_mut();
+        let Err(refused) = waiting.push(class, (stream, waker.clone())) else {
+            return;
+        };
+        // At the bound: drop the cohort's stale entries and try again; past that (cannot
+        // happen, live entries are one per stream), never strand the reader.
+        let live = self.in_flight_queued.borrow();
+        waiting.cancel(class, |(queued, _)| {
+            !live.contains(queued) || *queued == stream
+        });
+        drop(live);
+        if let Err(refused) = waiting.push(class, refused.job) {
+            self.in_flight_queued.borrow_mut().remove(&stream);
+            refused.job.1.wake();
         }
     }
 
@@ -405,13 +450,16 @@ impl CoreLink {
 
     /// The home core of the cohort a Join names (its canonical key's hash), or this core for
     /// a Join that does not validate (its own machine answers REJECTED).
-    fn home_of_join(&self, frame: &Frame) -> usize {
+    fn home_of_join(&self, frame: &Frame) -> (usize, u64) {
         let Ok(join) = bps_proto::decode_join(frame.body()) else {
-            return self.core;
+            return (self.core, 0);
         };
         match bps_proto::validate_join(&join) {
-            Ok(valid) => self.home_of_key(&valid.key),
-            Err(_) => self.core,
+            Ok(valid) => (
+                self.home_of_key(&valid.key),
+                self.shared.home_hash.hash_one(valid.key.as_bytes()),
+            ),
+            Err(_) => (self.core, 0),
         }
     }
 
@@ -512,6 +560,8 @@ impl CoreLink {
     /// The carrier is done with the stream: both directions ended and the socket closed.
     pub fn ended(&self, port: &Port, cause: ClosedBy) {
         self.ports.borrow_mut().remove(&port.id);
+        self.read_classes.borrow_mut().remove(&port.id);
+        self.in_flight_queued.borrow_mut().remove(&port.id);
         self.release_prejoin(port);
         self.shared.connections.fetch_sub(1, Ordering::Relaxed);
         self.metrics.closed(port.transport);
@@ -564,9 +614,19 @@ impl CoreLink {
         self.in_flight.get()
     }
 
+    /// Wakes the next reader waiting for room among the frames in flight, the cohorts in
+    /// turn, skipping stale entries (the stream got in otherwise, or ended).
     fn wake_core_waiter(&self) {
-        if let Some(waker) = self.in_flight_waiting.borrow_mut().pop() {
-            waker.wake();
+        loop {
+            let next = self.in_flight_waiting.borrow_mut().pop();
+            let Some((_, (stream, waker))) = next else {
+                return;
+            };
+            let waiting = self.in_flight_queued.borrow_mut().remove(&stream);
+            if waiting && self.ports.borrow().contains_key(&stream) {
+                waker.wake();
+                return;
+            }
         }
     }
 

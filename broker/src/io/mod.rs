@@ -483,6 +483,9 @@ fn pool_figures(stats: &PoolStats) -> crate::metrics::VerifyPoolFigures {
         key_accepts: read(&stats.key_accepts),
         batch_checks: read(&stats.batch_checks),
         batch_failures: read(&stats.batch_failures),
+        class_full: read(&stats.class_full),
+        cancelled: read(&stats.cancelled),
+        bisections: read(&stats.bisections),
     }
 }
 
@@ -497,6 +500,10 @@ fn start_pool(
         PoolConfig {
             workers: config.effective_verify_workers(cores),
             queue_jobs_max: config.effective_queue_jobs(cores),
+            // A cohort's frames are read on every core, each core holding at most
+            // `limits.frames_in_flight_per_core_max`: the per-cohort bound is the frames in
+            // flight of every core, and the total bound, at least that, is never met.
+            queue_jobs_per_class_max: config.limits.frames_in_flight_per_core_max * cores,
             batch_jobs_max: config.verify.batch_jobs_max,
             batch_wait_us: config.verify.batch_wait_us,
             key_cache_keys_max: config.verify.key_cache_keys_max,

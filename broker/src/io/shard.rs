@@ -28,9 +28,17 @@
 //! or `server.write_coalesce_us` has passed. A core with fewer in flight writes at the end
 //! of the turn, so a moderate load pays no latency for it. The budget counts every fan-out
 //! since the last flush, so the R26 reasoning above holds unchanged.
+//!
+//! Verification is fair between cohorts (issue 19): every job names its cohort as its class,
+//! the pool (or this core's inline queue) serves the classes round robin, and finished
+//! results wait here in a queue of the same kind, applied one class after another within
+//! the fan-out budget. So a cohort that floods this core delays another cohort's frame by
+//! at most one of its own frames per round at each step, not by the thousands it has in
+//! flight; it gets everything the others leave. The queued jobs of a stream that closed
+//! (for an invalid chunk, R17, or any other reason) are taken back unverified.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::poll_fn;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -41,6 +49,7 @@ use std::sync::Arc;
 
 use bps_proto::{CohortKey, Hash};
 use bps_verify::VerifyRequest;
+use bps_verify::fair::FairQueue;
 use bps_verify::verifier::Verifier;
 use bytes::Bytes;
 
@@ -60,6 +69,13 @@ use crate::protocol::{
 /// Home and owner messages one turn takes at most, each, before the other tasks run.
 const MESSAGES_PER_TURN: usize = 1024;
 
+/// Deliveries one turn queues at most before the other tasks run (it may finish the
+/// publication it is at): a publication to a large cohort is hundreds of deliveries, and
+/// a turn that applied the whole fan-out budget of such publications ran for 100 ms and
+/// more, during which no reader of any other cohort was polled. At a few hundred thousand
+/// deliveries per second this keeps a turn to a few milliseconds.
+const DELIVERIES_PER_TURN_MAX: usize = 4096;
+
 /// The longest an idle core sleeps between turns: its heartbeat then stays this fresh, so a
 /// heartbeat older than a few of these means a stuck core, never a quiet one.
 const IDLE_TURN_INTERVAL: Duration = Duration::from_secs(1);
@@ -67,6 +83,22 @@ const IDLE_TURN_INTERVAL: Duration = Duration::from_secs(1);
 /// A verification job waiting to be verified on this core (inline mode), with when it was
 /// queued.
 type InlineJob = (Ticket, VerifyRequest, Instant);
+
+/// Where a verification job in flight came from.
+#[derive(Clone, Copy, Debug)]
+struct JobOrigin {
+    stream: StreamId,
+    /// Its fairness class: the cohort (`fairness_class`).
+    class: u64,
+    /// When its frame was read (for the latency sample).
+    read_at: Option<Instant>,
+}
+
+/// The fairness class of cohort `serial` of core `core`: the pool is shared by every core,
+/// and serials are per core (a core index fits 8 bits, a `StreamId`'s core byte).
+fn fairness_class(core: usize, serial: u64) -> u64 {
+    serial << 8 | core as u64
+}
 
 fn micros(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
@@ -79,13 +111,23 @@ pub struct Shard {
     actions: RefCell<Vec<Action>>,
     /// This core's own verifier when `verify.mode = "inline"`.
     verifier: Option<RefCell<Verifier>>,
-    inline_jobs: RefCell<VecDeque<InlineJob>>,
-    inline_results: RefCell<VecDeque<VerifyDone>>,
+    /// Inline mode's jobs, by cohort (bounded like the results, below).
+    inline_jobs: RefCell<FairQueue<InlineJob>>,
+    /// Finished verifications not applied yet, by cohort: at most the frames in flight of
+    /// every core (`limits.frames_in_flight_per_core_max` each, counted where the frame was
+    /// read), of one cohort as of all.
+    results: RefCell<FairQueue<VerifyDone>>,
     /// Verification jobs issued and not answered yet (for the gauge; each belongs to a frame
     /// still in flight, so it is bounded by the frames in flight of every core).
     verifications: Cell<usize>,
-    /// When the frame behind each verification in flight was read (for the latency sample).
-    ticket_read_at: RefCell<HashMap<Ticket, Instant>>,
+    /// Where each verification in flight came from.
+    jobs: RefCell<HashMap<Ticket, JobOrigin>>,
+    /// The tickets in flight of each stream that has some, with its class (at most the
+    /// stream's read window each).
+    stream_jobs: RefCell<HashMap<StreamId, (u64, Vec<Ticket>)>>,
+    /// Jobs taken back unverified, to report to the machine once the actions at hand are
+    /// carried out.
+    cancelled: RefCell<Vec<Ticket>>,
     /// The read time of the frame whose processing is producing actions right now.
     current_read_at: Cell<Option<Instant>>,
     machine_deadline: Cell<Option<Millis>>,
@@ -93,6 +135,8 @@ pub struct Shard {
     unflushed_fanouts: Cell<usize>,
     /// Since when the writes wait for the next results, while they do.
     coalescing_since: Cell<Option<Instant>>,
+    /// Deliveries queued in the current turn (`DELIVERIES_PER_TURN_MAX`).
+    turn_deliveries: Cell<usize>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -107,19 +151,24 @@ impl Shard {
     pub fn new(link: Rc<CoreLink>, machine: Machine) -> Shard {
         let inline = link.shared.pool.is_none();
         let keys = link.settings().key_cache_keys_max;
+        // A core's cohorts verify the frames that every core's readers took in flight.
+        let in_flight_max = link.settings().frames_in_flight_per_core_max * link.shared.lanes.len();
         Shard {
             verifier: inline.then(|| RefCell::new(Verifier::new(keys))),
             link,
             machine: RefCell::new(machine),
             actions: RefCell::new(Vec::new()),
-            inline_jobs: RefCell::new(VecDeque::new()),
-            inline_results: RefCell::new(VecDeque::new()),
+            inline_jobs: RefCell::new(FairQueue::new(in_flight_max, in_flight_max)),
+            results: RefCell::new(FairQueue::new(in_flight_max, in_flight_max)),
             verifications: Cell::new(0),
-            ticket_read_at: RefCell::new(HashMap::new()),
+            jobs: RefCell::new(HashMap::new()),
+            stream_jobs: RefCell::new(HashMap::new()),
+            cancelled: RefCell::new(Vec::new()),
             current_read_at: Cell::new(None),
             machine_deadline: Cell::new(None),
             unflushed_fanouts: Cell::new(0),
             coalescing_since: Cell::new(None),
+            turn_deliveries: Cell::new(0),
         }
     }
 
@@ -139,6 +188,7 @@ impl Shard {
     }
 
     fn turn(&self, now: Millis) {
+        self.turn_deliveries.set(0);
         self.take_control();
         self.take_credits();
         let budget = self.fanout_budget_left();
@@ -205,9 +255,7 @@ impl Shard {
             || credits
             || !lanes.owner.is_empty()
             || (!paused
-                && (self.link.router.has_home()
-                    || results
-                    || !self.inline_results.borrow().is_empty()))
+                && (self.link.router.has_home() || results || !self.results.borrow().is_empty()))
             || !self.inline_jobs.borrow().is_empty()
             || self.machine_deadline.get().is_some_and(|at| at <= now)
             || self.link.next_deadline().is_some_and(|at| at <= now)
@@ -314,6 +362,7 @@ impl Shard {
                 }
                 HomeMsg::Closed { stream, cause } => {
                     self.machine.borrow_mut().on_closed(now, stream, cause);
+                    self.cancel_queued(stream);
                 }
                 HomeMsg::Written { stream, notice } => {
                     self.machine.borrow_mut().on_written(now, stream, notice);
@@ -367,13 +416,16 @@ impl Shard {
         }
     }
 
-    /// Applies up to `budget` verification results; returns how many.
+    /// Applies up to `budget` verification results, the cohorts in turn; returns how many.
     fn apply_results(&self, now: Millis, budget: usize) -> usize {
         let lanes = self.link.router.inbound();
+        while let Some(done) = lanes.pop_result() {
+            self.queue_result(done);
+        }
         let mut applied = 0;
-        while applied < budget {
-            let next = self.inline_results.borrow_mut().pop_front();
-            let Some(done) = next.or_else(|| lanes.pop_result()) else {
+        while applied < budget && self.turn_deliveries.get() < DELIVERIES_PER_TURN_MAX {
+            let next = self.results.borrow_mut().pop();
+            let Some((_, done)) = next else {
                 break;
             };
             self.verified(now, done);
@@ -382,13 +434,28 @@ impl Shard {
         applied
     }
 
+    /// A finished verification, queued behind its cohort's earlier ones.
+    fn queue_result(&self, done: VerifyDone) {
+        let (_, ticket) = done.tag;
+        let class = self
+            .jobs
+            .borrow()
+            .get(&ticket)
+            .map_or(0, |origin| origin.class);
+        let queued = self.results.borrow_mut().push(class, done);
+        assert!(
+            queued.is_ok(),
+            "results are bounded by every core's frames in flight"
+        );
+    }
+
     fn verified(&self, now: Millis, done: VerifyDone) {
         let (_, ticket) = done.tag;
         self.verifications.set(self.verifications.get() - 1);
         let metrics = self.link.metrics();
         metrics.verify_jobs.inc();
         metrics.verify_latency_us.record(done.latency_us);
-        let read_at = self.ticket_read_at.borrow_mut().remove(&ticket);
+        let read_at = self.forget_job(ticket).and_then(|origin| origin.read_at);
         self.current_read_at.set(read_at);
         self.machine
             .borrow_mut()
@@ -404,7 +471,7 @@ impl Shard {
         let owner = &self.link.router.inbound().owner;
         let mut fanouts = 0;
         for _ in 0..MESSAGES_PER_TURN {
-            if fanouts >= budget {
+            if fanouts >= budget || self.turn_deliveries.get() >= DELIVERIES_PER_TURN_MAX {
                 break;
             }
             let Some(msg) = owner.pop() else {
@@ -463,6 +530,7 @@ impl Shard {
                 Action::Relayed { reply, outcome } => self.answer_relay(reply, outcome),
                 Action::Consumed { stream } => self.consumed(stream),
                 Action::Close { stream, reason } => {
+                    self.cancel_queued(stream);
                     let owner = usize::from(stream.core());
                     if owner == self.link.core {
                         self.close_local(stream, &reason);
@@ -489,6 +557,67 @@ impl Shard {
             }
         }
         *self.actions.borrow_mut() = actions;
+        self.report_cancelled();
+    }
+
+    /// Takes back the queued verification jobs of `stream` once the machine has forgotten
+    /// it (their results would only be ignored); they are reported at the end of `execute`.
+    fn cancel_queued(&self, stream: StreamId) {
+        let stream_jobs = self.stream_jobs.borrow();
+        let Some((class, tickets)) = stream_jobs.get(&stream) else {
+            return;
+        };
+        let forgotten = tickets
+            .first()
+            .is_some_and(|ticket| self.machine.borrow().ticket_origin(*ticket).is_none());
+        if !forgotten {
+            return;
+        }
+        let ours = |ticket: &Ticket| tickets.contains(ticket);
+        let taken: Vec<Ticket> = match &self.link.shared.pool {
+            Some(pool) => pool
+                .cancel(*class, |(_, ticket)| ours(ticket))
+                .into_iter()
+                .map(|(_, ticket)| ticket)
+                .collect(),
+            None => self
+                .inline_jobs
+                .borrow_mut()
+                .cancel(*class, |(ticket, ..)| ours(ticket))
+                .into_iter()
+                .map(|(ticket, ..)| ticket)
+                .collect(),
+        };
+        self.cancelled.borrow_mut().extend(taken);
+    }
+
+    /// Tells the machine about the jobs taken back; each frame is consumed now.
+    fn report_cancelled(&self) {
+        let cancelled = std::mem::take(&mut *self.cancelled.borrow_mut());
+        if cancelled.is_empty() {
+            return;
+        }
+        let now = self.link.shared.now();
+        for ticket in cancelled {
+            self.forget_job(ticket);
+            self.verifications.set(self.verifications.get() - 1);
+            self.link.metrics().verify_cancelled.inc();
+            self.machine.borrow_mut().on_cancelled(now, ticket);
+        }
+        self.execute();
+    }
+
+    /// Forgets a job that was answered or taken back; where it came from.
+    fn forget_job(&self, ticket: Ticket) -> Option<JobOrigin> {
+        let origin = self.jobs.borrow_mut().remove(&ticket)?;
+        let mut stream_jobs = self.stream_jobs.borrow_mut();
+        if let Some((_, tickets)) = stream_jobs.get_mut(&origin.stream) {
+            tickets.retain(|queued| *queued != ticket);
+            if tickets.is_empty() {
+                stream_jobs.remove(&origin.stream);
+            }
+        }
+        Some(origin)
     }
 
     /// Closes one of this core's streams as its home core decided (the home knows already).
@@ -594,6 +723,7 @@ impl Shard {
         renditions: &mut Renditions<'_>,
         read_at: Option<Instant>,
     ) {
+        self.turn_deliveries.set(self.turn_deliveries.get() + 1);
         let Some(port) = self.link.port(stream) else {
             return;
         };
@@ -669,22 +799,41 @@ impl Shard {
 
     fn verify(&self, ticket: Ticket, request: VerifyRequest) {
         self.verifications.set(self.verifications.get() + 1);
-        if let Some(at) = self.current_read_at.get() {
-            self.ticket_read_at.borrow_mut().insert(ticket, at);
-        }
-        match &self.link.shared.pool {
-            Some(pool) => {
-                let submitted = pool.submit((self.link.core, ticket), request);
-                assert!(
-                    submitted.is_ok(),
-                    "the verification queue holds every job the cores may have in flight"
-                );
-            }
+        let origin = self.machine.borrow().ticket_origin(ticket);
+        let Some((stream, serial)) = origin else {
+            // The machine closed the stream in the same input: nothing to verify.
+            self.cancelled.borrow_mut().push(ticket);
+            return;
+        };
+        let class = fairness_class(self.link.core, serial);
+        self.jobs.borrow_mut().insert(
+            ticket,
+            JobOrigin {
+                stream,
+                class,
+                read_at: self.current_read_at.get(),
+            },
+        );
+        self.stream_jobs
+            .borrow_mut()
+            .entry(stream)
+            .or_insert_with(|| (class, Vec::new()))
+            .1
+            .push(ticket);
+        let queued = match &self.link.shared.pool {
+            Some(pool) => pool
+                .submit(class, (self.link.core, ticket), request)
+                .is_ok(),
             None => self
                 .inline_jobs
                 .borrow_mut()
-                .push_back((ticket, request, Instant::now())),
-        }
+                .push(class, (ticket, request, Instant::now()))
+                .is_ok(),
+        };
+        assert!(
+            queued,
+            "the verification queues hold every job the cores may have in flight"
+        );
     }
 
     /// Inline mode: verifies one batch of this core's jobs; the results are applied like the
@@ -696,7 +845,10 @@ impl Shard {
         let batch: Vec<InlineJob> = {
             let mut jobs = self.inline_jobs.borrow_mut();
             let take = jobs.len().min(self.link.settings().verify_batch_jobs_max);
-            jobs.drain(..take).collect()
+            (0..take)
+                .filter_map(|_| jobs.pop())
+                .map(|(_, job)| job)
+                .collect()
         };
         if batch.is_empty() {
             return;
@@ -704,9 +856,8 @@ impl Shard {
         let requests: Vec<&VerifyRequest> = batch.iter().map(|(_, request, _)| request).collect();
         let mut results = Vec::with_capacity(batch.len());
         verifier.borrow_mut().verify_batch(&requests, &mut results);
-        let mut done = self.inline_results.borrow_mut();
         for ((ticket, _, queued_at), result) in batch.into_iter().zip(results) {
-            done.push_back(VerifyDone {
+            self.queue_result(VerifyDone {
                 tag: (self.link.core, ticket),
                 result,
                 latency_us: micros(queued_at),

@@ -233,3 +233,52 @@ fn a_frame_under_verification_is_consumed_when_its_result_arrives_even_after_the
     assert_eq!(rig.drain(), vec![consumed(sid(1))]);
     assert!(rig.all_consumed());
 }
+
+#[test]
+fn a_closed_streams_job_taken_back_unverified_consumes_its_frame() {
+    let mut rig = Rig::new();
+    let spec = explicit(1, &key(1), false);
+    let admin = rig.joined(key(1), &spec, sid(1), peer(1));
+    rig.joined(key(2), &spec, sid(2), peer(2));
+    rig.publish(sid(1), &admin.auth());
+    let tickets: Vec<Ticket> = rig
+        .feed(sid(1), &admin.data(0, b"queued"))
+        .into_iter()
+        .filter_map(|action| match action {
+            crate::Action::Verify { ticket, .. } => Some(ticket),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tickets.len(), 1);
+    let (stream, _cohort) = rig.machine.ticket_origin(tickets[0]).expect("in flight");
+    assert_eq!(stream, sid(1));
+    assert_eq!(rig.closed(sid(1), crate::ClosedBy::Peer), vec![]);
+    assert_eq!(
+        rig.machine.ticket_origin(tickets[0]),
+        None,
+        "the stream is gone"
+    );
+    rig.machine.on_cancelled(rig.now, tickets[0]);
+    assert_eq!(rig.drain(), vec![consumed(sid(1))]);
+    assert!(rig.all_consumed());
+    assert_eq!(rig.machine.verifications_in_flight(), 0);
+}
+
+#[test]
+#[should_panic(expected = "of the attached stream")]
+fn taking_back_a_live_streams_job_is_a_caller_bug() {
+    let mut rig = Rig::new();
+    let spec = explicit(1, &key(1), false);
+    let admin = rig.joined(key(1), &spec, sid(1), peer(1));
+    rig.joined(key(2), &spec, sid(2), peer(2));
+    rig.publish(sid(1), &admin.auth());
+    let ticket = rig
+        .feed(sid(1), &admin.data(0, b"queued"))
+        .into_iter()
+        .find_map(|action| match action {
+            crate::Action::Verify { ticket, .. } => Some(ticket),
+            _ => None,
+        })
+        .expect("a job");
+    rig.machine.on_cancelled(rig.now, ticket);
+}
