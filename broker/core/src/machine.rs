@@ -405,6 +405,19 @@ impl Machine {
         Some((stream_id, stream.cohort))
     }
 
+    /// The cohort of a W5 relay's job (`Action::Verify` of `on_relay`), while its admin
+    /// stream is attached; `None` for any other ticket. No stream owns such a job: its POST
+    /// waits for the result, which `on_verified` answers whatever became of the stream.
+    #[must_use]
+    pub fn relay_cohort(&self, ticket: Ticket) -> Option<u64> {
+        let relay = self.relays.get(&ticket)?;
+        Some(
+            self.streams
+                .get(&relay.stream)
+                .map_or(0, |stream| stream.cohort),
+        )
+    }
+
     /// An `Action::Verify` of a stream the machine closed was taken back unverified: the
     /// frame is done, as if its result had come and been ignored.
     ///

@@ -87,7 +87,8 @@ type InlineJob = (Ticket, VerifyRequest, Instant);
 /// Where a verification job in flight came from.
 #[derive(Clone, Copy, Debug)]
 struct JobOrigin {
-    stream: StreamId,
+    /// The stream whose frame it checks; `None` for a W5 relay's (no stream owns it).
+    stream: Option<StreamId>,
     /// Its fairness class: the cohort (`fairness_class`).
     class: u64,
     /// When its frame was read (for the latency sample).
@@ -610,11 +611,14 @@ impl Shard {
     /// Forgets a job that was answered or taken back; where it came from.
     fn forget_job(&self, ticket: Ticket) -> Option<JobOrigin> {
         let origin = self.jobs.borrow_mut().remove(&ticket)?;
+        let Some(stream) = origin.stream else {
+            return Some(origin);
+        };
         let mut stream_jobs = self.stream_jobs.borrow_mut();
-        if let Some((_, tickets)) = stream_jobs.get_mut(&origin.stream) {
+        if let Some((_, tickets)) = stream_jobs.get_mut(&stream) {
             tickets.retain(|queued| *queued != ticket);
             if tickets.is_empty() {
-                stream_jobs.remove(&origin.stream);
+                stream_jobs.remove(&stream);
             }
         }
         Some(origin)
@@ -799,11 +803,18 @@ impl Shard {
 
     fn verify(&self, ticket: Ticket, request: VerifyRequest) {
         self.verifications.set(self.verifications.get() + 1);
-        let origin = self.machine.borrow().ticket_origin(ticket);
-        let Some((stream, serial)) = origin else {
-            // The machine closed the stream in the same input: nothing to verify.
-            self.cancelled.borrow_mut().push(ticket);
-            return;
+        let (stream, serial) = {
+            let machine = self.machine.borrow();
+            match (machine.ticket_origin(ticket), machine.relay_cohort(ticket)) {
+                (Some((stream, serial)), _) => (Some(stream), serial),
+                (None, Some(serial)) => (None, serial),
+                (None, None) => {
+                    // The machine closed the stream in the same input: nothing to verify.
+                    drop(machine);
+                    self.cancelled.borrow_mut().push(ticket);
+                    return;
+                }
+            }
         };
         let class = fairness_class(self.link.core, serial);
         self.jobs.borrow_mut().insert(
@@ -814,12 +825,14 @@ impl Shard {
                 read_at: self.current_read_at.get(),
             },
         );
-        self.stream_jobs
-            .borrow_mut()
-            .entry(stream)
-            .or_insert_with(|| (class, Vec::new()))
-            .1
-            .push(ticket);
+        if let Some(stream) = stream {
+            self.stream_jobs
+                .borrow_mut()
+                .entry(stream)
+                .or_insert_with(|| (class, Vec::new()))
+                .1
+                .push(ticket);
+        }
         let queued = match &self.link.shared.pool {
             Some(pool) => pool
                 .submit(class, (self.link.core, ticket), request)
