@@ -457,6 +457,46 @@ mod tests {
         }
     }
 
+    /// A one-worker pool whose worker waits before its first job until `release` is sent,
+    /// so a test can queue jobs first; every finished batch arrives whole on `batches`.
+    struct HeldPool<T: Send + 'static> {
+        pool: Pool<T>,
+        release: mpsc::Sender<()>,
+        batches: mpsc::Receiver<Vec<Done<T>>>,
+    }
+
+    fn held_pool<T: Send + 'static>(batch_jobs_max: usize, batch_wait_us: u64) -> HeldPool<T> {
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Mutex::new(gate);
+        let (sender, batches) = mpsc::channel();
+        let sender = Mutex::new(sender);
+        let pool = Pool::start(
+            PoolConfig {
+                workers: 1,
+                queue_jobs_max: 64,
+                queue_jobs_per_class_max: 64,
+                batch_jobs_max,
+                batch_wait_us,
+                key_cache_keys_max: 8,
+            },
+            move |_| {
+                let _ = gate.lock().expect("gate").recv();
+            },
+            move |batch: Vec<Done<T>>| {
+                sender
+                    .lock()
+                    .expect("test channel")
+                    .send(batch)
+                    .expect("receiver alive");
+            },
+        );
+        HeldPool {
+            pool,
+            release,
+            batches,
+        }
+    }
+
     #[test]
     fn every_job_comes_back_once_with_its_own_result() {
         let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
@@ -507,34 +547,11 @@ mod tests {
     #[test]
     fn batches_close_at_the_maximum_and_keep_job_order() {
         let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
-        let (release, gate) = mpsc::channel::<()>();
-        let gate = Mutex::new(gate);
-        let (sender, receiver) = mpsc::channel();
-        let sender = Mutex::new(sender);
-        let pool = Pool::start(
-            PoolConfig {
-                workers: 1,
-                queue_jobs_max: 64,
-                queue_jobs_per_class_max: 64,
-                batch_jobs_max: 4,
-                batch_wait_us: BATCH_WAIT_US_MAX,
-                key_cache_keys_max: 8,
-            },
-            move |_| {
-                let _ = gate.lock().expect("gate").recv();
-            },
-            move |batch: Vec<Done<u8>>| {
-                let tags: Vec<(u8, bool)> = batch
-                    .iter()
-                    .map(|done| (done.tag, done.result.is_ok()))
-                    .collect();
-                sender
-                    .lock()
-                    .expect("test channel")
-                    .send(tags)
-                    .expect("receiver alive");
-            },
-        );
+        let HeldPool {
+            pool,
+            release,
+            batches: receiver,
+        } = held_pool::<u8>(4, BATCH_WAIT_US_MAX);
         for tag in 0..10u8 {
             assert!(
                 pool.submit(0, tag, request(&key, tag, key.address()))
@@ -542,8 +559,15 @@ mod tests {
             );
         }
         release.send(()).expect("worker waiting");
-        let batches: Vec<Vec<(u8, bool)>> =
-            (0..3).map(|_| receiver.recv().expect("batch")).collect();
+        let batches: Vec<Vec<(u8, bool)>> = (0..3)
+            .map(|_| {
+                let batch = receiver.recv().expect("batch");
+                batch
+                    .iter()
+                    .map(|done| (done.tag, done.result.is_ok()))
+                    .collect()
+            })
+            .collect();
         let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
         assert_eq!(sizes, [4, 4, 2]);
         let flat: Vec<(u8, bool)> = batches.into_iter().flatten().collect();
@@ -693,31 +717,17 @@ mod tests {
     #[test]
     fn a_flooding_class_takes_turns_with_a_late_one() {
         let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
-        let (release, gate) = mpsc::channel::<()>();
-        let gate = Mutex::new(gate);
-        let (sender, receiver) = mpsc::channel();
-        let sender = Mutex::new(sender);
-        let pool = Pool::start(
-            PoolConfig {
-                workers: 1,
-                queue_jobs_max: 64,
-                queue_jobs_per_class_max: 64,
-                batch_jobs_max: 8,
-                batch_wait_us: 0,
-                key_cache_keys_max: 8,
-            },
-            move |_| {
-                let _ = gate.lock().expect("gate").recv();
-            },
-            move |batch: Vec<Done<(u64, u8)>>| {
-                let tags: Vec<(u64, u8)> = batch.iter().map(|done| done.tag).collect();
-                sender
-                    .lock()
-                    .expect("test channel")
-                    .send(tags)
-                    .expect("receiver alive");
-            },
-        );
+        let HeldPool {
+            pool,
+            release,
+            batches,
+        } = held_pool::<(u64, u8)>(8, 0);
+        let receiver = || -> Vec<(u64, u8)> {
+            let batch = batches
+                .recv_timeout(Duration::from_secs(30))
+                .expect("batch");
+            batch.iter().map(|done| done.tag).collect()
+        };
         for n in 0..40u8 {
             assert!(
                 pool.submit(1, (1, n), request(&key, n, key.address()))
@@ -732,9 +742,7 @@ mod tests {
             );
         }
         release.send(()).expect("worker waiting");
-        let first = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .expect("batch");
+        let first = receiver();
         assert_eq!(
             first,
             [
@@ -750,11 +758,7 @@ mod tests {
         );
         let mut rest = Vec::new();
         while rest.len() < 35 {
-            rest.extend(
-                receiver
-                    .recv_timeout(Duration::from_secs(30))
-                    .expect("batch"),
-            );
+            rest.extend(receiver());
         }
         let expected: Vec<(u64, u8)> = (5..40).map(|n| (1, n)).collect();
         assert_eq!(rest, expected);
@@ -765,29 +769,11 @@ mod tests {
     #[test]
     fn cancelled_jobs_are_returned_and_never_verified() {
         let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
-        let (release, gate) = mpsc::channel::<()>();
-        let gate = Mutex::new(gate);
-        let (sender, receiver) = mpsc::channel();
-        let sender = Mutex::new(sender);
-        let pool = Pool::start(
-            PoolConfig {
-                workers: 1,
-                queue_jobs_max: 64,
-                queue_jobs_per_class_max: 64,
-                batch_jobs_max: 64,
-                batch_wait_us: 0,
-                key_cache_keys_max: 8,
-            },
-            move |_| {
-                let _ = gate.lock().expect("gate").recv();
-            },
-            move |batch: Vec<Done<u8>>| {
-                let sender = sender.lock().expect("test channel");
-                for done in batch {
-                    sender.send(done.tag).expect("receiver alive");
-                }
-            },
-        );
+        let HeldPool {
+            pool,
+            release,
+            batches,
+        } = held_pool::<u8>(64, 0);
         for tag in 0..10u8 {
             assert!(
                 pool.submit(u64::from(tag % 2), tag, request(&key, tag, key.address()))
@@ -799,13 +785,13 @@ mod tests {
         assert_eq!(cancelled, [5, 7, 9]);
         assert!(pool.cancel(3, |_| true).is_empty());
         release.send(()).expect("worker waiting");
-        let mut seen: Vec<u8> = (0..7)
-            .map(|_| {
-                receiver
-                    .recv_timeout(Duration::from_secs(30))
-                    .expect("a result")
-            })
-            .collect();
+        let mut seen: Vec<u8> = Vec::new();
+        while seen.len() < 7 {
+            let batch = batches
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a result");
+            seen.extend(batch.iter().map(|done| done.tag));
+        }
         seen.sort_unstable();
         assert_eq!(seen, [0, 1, 2, 3, 4, 6, 8]);
         let stats = pool.stats();
