@@ -186,20 +186,25 @@ fn a_stalled_http_head_is_closed_early_without_a_blocklist_strike() {
     }
     assert_eq!(broker.metric("bps_ws_head_timeouts_total"), 3);
     // The same address is not blocklisted: its next request is answered.
-    let mut raw = Raw::connect(broker.ws(), Some(IpAddr::V4(browser)), None);
-    raw.send(b"GET /nothing-here HTTP/1.1\r\nHost: test\r\n\r\n")
-        .expect("send a request");
-    let mut stream = raw.into_stream();
-    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = answer_to_a_missing_path(&broker, browser);
     assert!(
         answer.starts_with("HTTP/1.1 404"),
         "the address was blocklisted for stalled heads: {answer}"
     );
     assert!(healthz_answers_promptly(&broker));
     a_viewer_joins(&broker, 42);
+}
+
+/// The whole answer to `GET /nothing-here` from `source` (a 404 unless it is refused).
+fn answer_to_a_missing_path(broker: &Broker, source: Ipv4Addr) -> String {
+    let mut raw = Raw::connect(broker.ws(), Some(IpAddr::V4(source)), None);
+    raw.send(b"GET /nothing-here HTTP/1.1\r\nHost: test\r\n\r\n")
+        .expect("send a request");
+    let mut stream = raw.into_stream();
+    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 #[test]
@@ -228,14 +233,7 @@ fn a_routed_request_gives_back_its_prejoin_slot() {
         (broker.metric("bps_ws_static_in_flight") == 2).then_some(())
     });
     // The same address may still open a session: the downloads hold no pre-Join slot.
-    let mut raw = Raw::connect(broker.ws(), Some(IpAddr::V4(reader)), None);
-    raw.send(b"GET /nothing-here HTTP/1.1\r\nHost: test\r\n\r\n")
-        .expect("send a request");
-    let mut stream = raw.into_stream();
-    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = answer_to_a_missing_path(&broker, reader);
     assert!(
         answer.starts_with("HTTP/1.1 404"),
         "refused while two downloads were in flight: {answer}"
