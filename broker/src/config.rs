@@ -180,6 +180,9 @@ pub struct LimitsConfig {
     pub publisher_streams_per_address_max: usize,
     /// R26: frames queued per stream before it is reset, so a slow reader never slows others.
     pub outbound_queue_frames_max: usize,
+    /// Bytes one stream may hold queued, its history backlog included, before it is reset as
+    /// a slow consumer, so a backlog or large renderings cannot hide behind a frame count.
+    pub outbound_queue_bytes_max: usize,
     /// R28: dedup entries per implicit cohort; replay of evicted ones is the spec's known risk.
     pub dedup_window_entries: usize,
     /// R27: publisher cursors per cohort; the least recently used is evicted, bounding memory.
@@ -243,6 +246,7 @@ impl Default for LimitsConfig {
             streams_per_peer_per_cohort_max: protocol.streams_per_peer_per_cohort_max,
             publisher_streams_per_address_max: protocol.publisher_streams_per_address_max,
             outbound_queue_frames_max: protocol.outbound_queue_frames_max,
+            outbound_queue_bytes_max: 1 << 20,
             dedup_window_entries: protocol.dedup_window_entries,
             cursors_per_cohort_max: protocol.cursors_per_cohort_max,
             frame_bytes_max: protocol.frame_bytes_max,
@@ -292,6 +296,9 @@ pub struct TimeoutsConfig {
     /// Time a closing stream has to take what is queued for it (an Ack refusal, EOS, a
     /// drain) before it is reset, so a peer that never reads cannot hold its slot.
     pub flush_deadline_ms: u64,
+    /// Time an open stream holding queued bytes may go without its socket taking any before
+    /// it is reset as a slow consumer, whatever its frame count.
+    pub write_progress_deadline_ms: u64,
 }
 
 impl Default for TimeoutsConfig {
@@ -307,6 +314,7 @@ impl Default for TimeoutsConfig {
             blocklist_join_timeout_ms: protocol.blocklist_join_timeout_ms,
             healthz_deadline_ms: 1_000,
             flush_deadline_ms: 5_000,
+            write_progress_deadline_ms: 20_000,
         }
     }
 }
@@ -1022,7 +1030,7 @@ impl BrokerConfig {
             })
             .collect();
         let server = &self.server;
-        let at_least_one: [(&str, u64); 15] = [
+        let at_least_one: [(&str, u64); 16] = [
             ("server.drain_deadline_ms", server.drain_deadline_ms),
             ("server.join_deadline_ms", server.join_deadline_ms),
             (
@@ -1060,6 +1068,10 @@ impl BrokerConfig {
             (
                 "timeouts.flush_deadline_ms",
                 self.timeouts.flush_deadline_ms,
+            ),
+            (
+                "timeouts.write_progress_deadline_ms",
+                self.timeouts.write_progress_deadline_ms,
             ),
             (
                 "verify.key_cache_keys_max",
@@ -1132,6 +1144,7 @@ impl BrokerConfig {
             ));
         }
         errors.extend(self.history_memory_error());
+        errors.extend(self.queue_bytes_error());
         if let Err(error) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             errors.push(ConfigError::new(
                 "log.level",
@@ -1254,6 +1267,30 @@ impl BrokerConfig {
     }
 }
 
+impl BrokerConfig {
+    /// The least `limits.outbound_queue_bytes_max` may be: a full history backlog and one
+    /// largest frame behind it, so a late joiner that reads is never reset for its backlog.
+    #[must_use]
+    pub fn outbound_queue_bytes_min(&self) -> usize {
+        self.effective_history_bytes() + 2 * self.limits.frame_bytes_max
+    }
+
+    fn queue_bytes_error(&self) -> Option<ConfigError> {
+        let least = self.outbound_queue_bytes_min();
+        (self.limits.outbound_queue_bytes_max < least).then(|| {
+            ConfigError::new(
+                "limits.outbound_queue_bytes_max",
+                Some(self.limits.outbound_queue_bytes_max.to_string()),
+                format!(
+                    "expected at least {least} (a full history backlog, limits.history_bytes_max in effect = {}, and two frames of limits.frame_bytes_max = {})",
+                    self.effective_history_bytes(),
+                    self.limits.frame_bytes_max
+                ),
+            )
+        })
+    }
+}
+
 /// The dotted key of a field of `ProtocolConfig` (its names are the config's key names).
 fn protocol_key(field: &str) -> String {
     let table = default_table();
@@ -1295,6 +1332,7 @@ pub fn is_reloadable(key: &str) -> bool {
             "frame_bytes_max"
                 | "connections_max"
                 | "outbound_queue_frames_max"
+                | "outbound_queue_bytes_max"
                 | "frames_in_flight_per_stream_max"
                 | "frame_memory_bytes_max"
                 | "frames_in_flight_per_core_max"
@@ -1362,6 +1400,7 @@ pub fn apply_reloadable(old: &BrokerConfig, new: &BrokerConfig) -> BrokerConfig 
         frame_bytes_max: old.limits.frame_bytes_max,
         connections_max: old.limits.connections_max,
         outbound_queue_frames_max: old.limits.outbound_queue_frames_max,
+        outbound_queue_bytes_max: old.limits.outbound_queue_bytes_max,
         frames_in_flight_per_stream_max: old.limits.frames_in_flight_per_stream_max,
         frame_memory_bytes_max: old.limits.frame_memory_bytes_max,
         frames_in_flight_per_core_max: old.limits.frames_in_flight_per_core_max,
@@ -1460,6 +1499,7 @@ mod tests {
         config.limits.cohorts_max = 4;
         config.limits.frame_memory_bytes_max = 8 << 20;
         config.limits.history_bytes_max = 1 << 20;
+        config.limits.outbound_queue_bytes_max = 2 << 20;
         assert_eq!(config.validate(), Vec::new());
         config.limits.history_bytes_max = (1 << 20) + 1;
         let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
@@ -1476,6 +1516,23 @@ mod tests {
         config.limits.history_bytes_max = 1 << 20;
         config.limits.history_frames_max = 0;
         assert_eq!(config.validate()[0].key, "limits.history_frames_max");
+    }
+
+    #[test]
+    fn a_stream_may_hold_at_least_a_full_backlog_and_two_frames() {
+        let mut config = BrokerConfig::default();
+        config.limits.history_bytes_max = 100_000;
+        config.limits.outbound_queue_bytes_max = 100_000 + 2 * 8192;
+        assert_eq!(config.validate(), Vec::new());
+        config.limits.outbound_queue_bytes_max -= 1;
+        let errors = config.validate();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].key, "limits.outbound_queue_bytes_max");
+        assert!(
+            errors[0].to_string().contains("expected at least 116384"),
+            "{}",
+            errors[0]
+        );
     }
 
     #[test]

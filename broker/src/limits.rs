@@ -14,6 +14,10 @@ pub const QUEUE_SLACK_FACTOR: usize = 2;
 /// with a 64-bit length (RFC 6455 section 5.2).
 pub const PREFIX_BYTES_MAX: usize = 10;
 
+/// Parts of one gathered message at most: a bridge session's fields, each listed once
+/// (W6), adjacent ones merged.
+pub const GATHER_PARTS_MAX: usize = bps_ws::bridge::FIELD_KINDS;
+
 /// Control messages a port holds at most: one pong (a newer ping replaces an unanswered
 /// one, RFC 6455 section 5.5.3) and one ping of our own.
 pub const PORT_CONTROL_MESSAGES_MAX: usize = 2;

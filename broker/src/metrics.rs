@@ -346,6 +346,8 @@ pub struct CoreMetrics {
     pub overflow_messages: Gauge,
     /// Frames read by this core and not yet consumed by their home core.
     pub frames_in_flight: Gauge,
+    /// Bytes this core's streams hold queued towards their peers (each stream its own).
+    pub held_bytes: Gauge,
     /// Verification jobs this core's machine has issued and not had answered.
     pub verifications_in_flight: Gauge,
     /// Verification jobs waiting in the pool's queue (reported by core 0 for the whole pool),
@@ -365,6 +367,12 @@ pub struct CoreMetrics {
     /// Frames queued beyond the R26 bound while the stream's writer was still handing every
     /// byte to the kernel (the writer had not had its turn yet).
     pub queue_slack: Counter,
+    /// Streams reset because their socket took none of their queued bytes for
+    /// `timeouts.write_progress_deadline_ms`.
+    pub write_progress_timeouts: Counter,
+    /// Streams reset, largest holders first, because frame memory was full while they held
+    /// queued bytes their sockets did not take.
+    pub memory_pressure_resets: Counter,
     /// Times a reader waited for its stream's read window (the home core's backpressure).
     pub read_paused: Counter,
     /// Times a reader waited because this core had `limits.frames_in_flight_per_core_max`
@@ -411,6 +419,7 @@ impl Default for CoreMetrics {
             inbox_depth: Gauge::default(),
             overflow_messages: Gauge::default(),
             frames_in_flight: Gauge::default(),
+            held_bytes: Gauge::default(),
             verifications_in_flight: Gauge::default(),
             verify_queue_depth: Gauge::default(),
             verify_jobs: Counter::default(),
@@ -419,6 +428,8 @@ impl Default for CoreMetrics {
             accept_to_write_us: Histogram::new(LATENCY_BUCKETS),
             queue_resets: Counter::default(),
             queue_slack: Counter::default(),
+            write_progress_timeouts: Counter::default(),
+            memory_pressure_resets: Counter::default(),
             read_paused: Counter::default(),
             read_paused_core: Counter::default(),
             read_paused_overflow: Counter::default(),
@@ -500,7 +511,7 @@ impl CoreMetrics {
     }
 
     /// The counters with their exported names (without `bps_` and `_total`) and help texts.
-    fn counters(&self) -> [(&'static str, &'static str, &Counter); 26] {
+    fn counters(&self) -> [(&'static str, &'static str, &Counter); 28] {
         [
             (
                 "connections_accepted",
@@ -583,6 +594,16 @@ impl CoreMetrics {
                 &self.queue_slack,
             ),
             (
+                "write_progress_timeouts",
+                "Streams reset because their socket took none of their queued bytes for timeouts.write_progress_deadline_ms.",
+                &self.write_progress_timeouts,
+            ),
+            (
+                "memory_pressure_resets",
+                "Streams reset, largest holders first, because frame memory was full while their sockets took none of their queued bytes.",
+                &self.memory_pressure_resets,
+            ),
+            (
                 "read_paused",
                 "Times a reader waited for its stream's read window.",
                 &self.read_paused,
@@ -616,7 +637,7 @@ impl CoreMetrics {
     }
 
     /// The gauges with their exported names and help texts.
-    fn gauges(&self) -> [(&'static str, &'static str, &Gauge); 6] {
+    fn gauges(&self) -> [(&'static str, &'static str, &Gauge); 7] {
         [
             (
                 "connections_open",
@@ -637,6 +658,11 @@ impl CoreMetrics {
                 "frames_in_flight",
                 "Frames read and not yet consumed by their home core.",
                 &self.frames_in_flight,
+            ),
+            (
+                "held_bytes",
+                "Bytes streams hold queued towards their peers, each stream counting its own.",
+                &self.held_bytes,
             ),
             (
                 "verifications_in_flight",

@@ -36,6 +36,20 @@ pub struct FrameMemory {
     doorbells: Arc<[Arc<Doorbell>]>,
 }
 
+/// Bytes charged to frame memory that are not a frame (a gather list and the facts it
+/// copied); dropping it gives them back.
+#[derive(Debug)]
+pub struct Charge {
+    bytes: usize,
+    memory: Arc<FrameMemory>,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.memory.release(self.bytes);
+    }
+}
+
 /// A frame's bytes and the memory they are charged to; dropping it gives them back.
 struct Charged {
     bytes: Box<[u8]>,
@@ -88,6 +102,15 @@ impl FrameMemory {
             bytes: data.into(),
             memory: Arc::clone(self),
         })
+    }
+
+    /// `bytes` of other memory that frames keep alive, charged until the `Charge` drops.
+    pub fn charge(self: &Arc<Self>, bytes: usize) -> Charge {
+        self.used.fetch_add(bytes, Ordering::Relaxed);
+        Charge {
+            bytes,
+            memory: Arc::clone(self),
+        }
     }
 
     /// Takes `bytes` for a read about to be issued or a buffer about to grow; false when

@@ -8,18 +8,16 @@
 //! Never copies a body: the same `Bytes` a thousand subscribers share goes to the kernel as
 //! a pointer.
 
-use bytes::Bytes;
+use super::outgoing::{Body, Outgoing, Prefix};
 
-use super::outgoing::{Outgoing, Prefix};
-
-/// The most iovecs one vectored write may carry (Linux's `IOV_MAX`); a message takes two
-/// at most (prefix and body).
+/// The most iovecs one vectored write may carry (Linux's `IOV_MAX`); a message takes its
+/// prefix's and one per part (two for a frame behind a header).
 pub const IOVECS_MAX: usize = 1024;
 
 /// Messages queued for one stream's next write, with their iovecs.
 #[derive(Debug)]
 pub struct IoBatch {
-    bodies: Vec<Bytes>,
+    bodies: Vec<Body>,
     /// Fixed at the batch's capacity: iovecs point into it, so it must never reallocate.
     prefixes: Box<[Prefix]>,
     prefixes_used: usize,
@@ -59,14 +57,15 @@ impl IoBatch {
         }
     }
 
-    /// Whether the batch has room for one more message.
-    pub fn has_room(&self) -> bool {
-        self.room() > 0
-    }
-
-    /// Messages the batch may still take.
+    /// Messages of at most two buffers each the batch may still take.
     pub fn room(&self) -> usize {
         (self.prefixes.len() - self.bodies.len()).min((IOVECS_MAX - self.iovecs.len()) / 2)
+    }
+
+    /// Whether the batch has a slot and iovecs for `message`.
+    pub fn fits(&self, message: &Outgoing) -> bool {
+        self.bodies.len() < self.prefixes.len()
+            && self.iovecs.len() + message.iovecs() <= IOVECS_MAX
     }
 
     /// Appends one message that counts as a frame.
@@ -75,13 +74,22 @@ impl IoBatch {
         self.push_message(message);
     }
 
+    /// Appends one message that counts as a frame if it fits; gives it back otherwise.
+    pub fn try_push(&mut self, message: Outgoing) -> Result<(), Outgoing> {
+        if !self.fits(&message) {
+            return Err(message);
+        }
+        self.push(message);
+        Ok(())
+    }
+
     /// Appends one control message (a WebSocket ping or pong), which counts as no frame.
     pub fn push_control(&mut self, message: Outgoing) {
         self.push_message(message);
     }
 
     fn push_message(&mut self, message: Outgoing) {
-        assert!(self.has_room(), "a batch holds at most its capacity");
+        assert!(self.fits(&message), "a batch holds at most its capacity");
         if !message.prefix.is_empty() {
             let slot = &mut self.prefixes[self.prefixes_used];
             *slot = message.prefix;
@@ -91,10 +99,10 @@ impl IoBatch {
                 iov_len: slot.as_bytes().len(),
             });
         }
-        if !message.body.is_empty() {
+        for part in message.body.parts().iter().filter(|part| !part.is_empty()) {
             self.iovecs.push(libc::iovec {
-                iov_base: message.body.as_ptr() as *mut libc::c_void,
-                iov_len: message.body.len(),
+                iov_base: part.as_ptr() as *mut libc::c_void,
+                iov_len: part.len(),
             });
         }
         self.bodies.push(message.body);
@@ -126,12 +134,13 @@ impl IoBatch {
         !self.is_done() && self.remaining_bytes() < self.total_bytes()
     }
 
-    fn total_bytes(&self) -> usize {
+    /// Bytes of every message in the batch, written or not.
+    pub fn total_bytes(&self) -> usize {
         let prefixes: usize = self.prefixes[..self.prefixes_used]
             .iter()
             .map(|prefix| prefix.as_bytes().len())
             .sum();
-        prefixes + self.bodies.iter().map(Bytes::len).sum::<usize>()
+        prefixes + self.bodies.iter().map(Body::len).sum::<usize>()
     }
 
     /// Bytes not yet written.
@@ -186,6 +195,8 @@ unsafe impl monoio::buf::IoVecBuf for IoBatch {
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
     use super::*;
 
     fn unwritten(batch: &IoBatch) -> Vec<u8> {
@@ -228,16 +239,13 @@ mod tests {
     #[test]
     fn prefixes_go_before_their_bodies_and_control_messages_count_as_no_frame() {
         let mut batch = IoBatch::with_capacity(3);
-        batch.push(Outgoing {
-            prefix: Prefix::of(&[0x82, 3]),
-            body: Bytes::from_static(b"abc"),
-        });
-        batch.push_control(Outgoing {
-            prefix: Prefix::of(&[0x8a, 0]),
-            body: Bytes::new(),
-        });
+        batch.push(Outgoing::new(
+            Prefix::of(&[0x82, 3]),
+            Bytes::from_static(b"abc"),
+        ));
+        batch.push_control(Outgoing::new(Prefix::of(&[0x8a, 0]), Bytes::new()));
         batch.push(bare(b"de"));
-        assert!(!batch.has_room());
+        assert_eq!(batch.room(), 0);
         assert_eq!(batch.frames(), 2);
         assert_eq!(unwritten(&batch), b"\x82\x03abc\x8a\x00de");
         // Moving the batch (as monoio does for a write) keeps the prefixes where the iovecs
@@ -249,7 +257,7 @@ mod tests {
     #[test]
     fn an_empty_batch_grows_to_the_write_in_powers_of_two_and_a_full_one_never_moves() {
         let mut batch = IoBatch::with_capacity(0);
-        assert!(!batch.has_room(), "an idle stream's batch holds nothing");
+        assert_eq!(batch.room(), 0, "an idle stream's batch holds nothing");
         batch.reserve(3, 66);
         assert_eq!(batch.prefixes.len(), 4);
         batch.reserve(2, 66);
@@ -257,10 +265,10 @@ mod tests {
         batch.reserve(65, 66);
         assert_eq!(batch.prefixes.len(), 66, "at most the largest write");
         let mut batch = IoBatch::with_capacity(1);
-        batch.push(Outgoing {
-            prefix: Prefix::of(&[0x82, 1]),
-            body: Bytes::from_static(b"a"),
-        });
+        batch.push(Outgoing::new(
+            Prefix::of(&[0x82, 1]),
+            Bytes::from_static(b"a"),
+        ));
         batch.reserve(8, 66);
         assert_eq!(
             batch.prefixes.len(),

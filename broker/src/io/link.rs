@@ -32,9 +32,10 @@ use bps_verify::fair::FairQueue;
 
 use super::Shared;
 use super::frame_memory::FrameMemory;
+use super::held::HeldBytes;
 use super::log_gate::LogGate;
 use super::notify::LocalNotify;
-use super::port::{Closing, Life, Port, Transport, WriteReport};
+use super::port::{Closing, Life, Port, QueueBounds, Transport, WriteReport};
 use super::router::{HomeMsg, RelayFrames, Router};
 pub use crate::labels::Refusal;
 use crate::limits::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX;
@@ -78,6 +79,8 @@ pub struct CoreLink {
     pub router: Router,
     metrics: Arc<CoreMetrics>,
     ports: RefCell<HashMap<StreamId, Rc<Port>>>,
+    /// What this core's ports hold queued towards their peers, together.
+    held: Rc<HeldBytes>,
     next_stream: Cell<u64>,
     /// Frames this core's readers handed over and the machine has not consumed yet (a frame
     /// being verified stays consumed-not until its result is back, even when its stream
@@ -153,6 +156,7 @@ impl CoreLink {
             shared,
             metrics,
             ports: RefCell::new(HashMap::new()),
+            held: Rc::default(),
             next_stream: Cell::new(0),
             in_flight: Cell::new(0),
             in_flight_waiting: RefCell::new(FairQueue::new(waiters_max, waiters_max)),
@@ -241,12 +245,17 @@ impl CoreLink {
         let stream = StreamId::new(self.core_byte(), self.next_stream.get());
         self.next_stream.set(self.next_stream.get() + 1);
         let settings = self.settings();
+        let bounds = QueueBounds {
+            frames_max: settings.outbound_queue_frames_max,
+            bytes_max: settings.outbound_queue_bytes_max,
+        };
         let port = Rc::new(Port::new(
             stream,
             peer,
             transport,
-            settings.outbound_queue_frames_max,
+            bounds,
             settings.frames_in_flight_per_stream_max,
+            Rc::clone(&self.held),
         ));
         if !prejoin {
             port.leave_prejoin();
@@ -602,6 +611,16 @@ impl CoreLink {
     /// The port of one of this core's streams, if it is still open.
     pub fn port(&self, stream: StreamId) -> Option<Rc<Port>> {
         self.ports.borrow().get(&stream).cloned()
+    }
+
+    /// Bytes this core's ports hold queued towards their peers.
+    pub fn held_bytes(&self) -> usize {
+        self.held.total()
+    }
+
+    /// Calls `f` with every port of this core (`f` must not open or drop ports).
+    pub fn each_port(&self, f: impl FnMut(&Rc<Port>)) {
+        self.ports.borrow().values().for_each(f);
     }
 
     /// Ports open on this core.

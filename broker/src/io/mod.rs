@@ -34,6 +34,7 @@ mod encoding;
 mod frame_memory;
 #[cfg(test)]
 mod harness;
+mod held;
 mod iovec;
 mod lane;
 pub mod link;
@@ -44,6 +45,7 @@ mod outbound;
 mod outgoing;
 pub mod port;
 mod read_buffer;
+mod receivers;
 mod router;
 mod shard;
 mod tcp;
@@ -88,6 +90,7 @@ pub struct Settings {
     pub write_batch_frames_max: usize,
     pub write_coalesce_us: u64,
     pub outbound_queue_frames_max: usize,
+    pub outbound_queue_bytes_max: usize,
     pub frames_in_flight_per_stream_max: usize,
     pub frames_in_flight_per_core_max: usize,
     pub connections_max: usize,
@@ -111,6 +114,7 @@ impl Settings {
             write_batch_frames_max: config.server.write_batch_frames_max,
             write_coalesce_us: config.server.write_coalesce_us,
             outbound_queue_frames_max: protocol.outbound_queue_frames_max,
+            outbound_queue_bytes_max: config.limits.outbound_queue_bytes_max,
             frames_in_flight_per_stream_max: protocol.frames_in_flight_per_stream_max,
             frames_in_flight_per_core_max: config.limits.frames_in_flight_per_core_max,
             connections_max: config.limits.connections_max,
@@ -145,6 +149,8 @@ pub struct Shared {
     cohort_series_max: AtomicUsize,
     /// `timeouts.flush_deadline_ms`, reloadable.
     flush_deadline_ms: AtomicU64,
+    /// `timeouts.write_progress_deadline_ms`, reloadable.
+    write_progress_deadline_ms: AtomicU64,
     /// D11: whether `history = true` is served (`protocol.history`, reloadable); a bridge
     /// request for it is refused before the upgrade otherwise (W10).
     history_served: AtomicBool,
@@ -175,6 +181,11 @@ impl Shared {
     /// The flush deadline in force.
     pub fn flush_deadline_ms(&self) -> u64 {
         self.flush_deadline_ms.load(Ordering::Relaxed)
+    }
+
+    /// The write-progress deadline in force.
+    pub fn write_progress_deadline_ms(&self) -> u64 {
+        self.write_progress_deadline_ms.load(Ordering::Relaxed)
     }
 
     /// D11: whether history is served now.
@@ -372,6 +383,10 @@ impl Broker {
         shared
             .flush_deadline_ms
             .store(config.timeouts.flush_deadline_ms, Ordering::Relaxed);
+        shared.write_progress_deadline_ms.store(
+            config.timeouts.write_progress_deadline_ms,
+            Ordering::Relaxed,
+        );
         shared.history_served.store(
             config.protocol().history == HistoryPolicy::Serve,
             Ordering::Relaxed,
@@ -463,6 +478,7 @@ fn shared_state(
         draining: AtomicBool::new(false),
         cohort_series_max: AtomicUsize::new(config.limits.cohort_series_max),
         flush_deadline_ms: AtomicU64::new(config.timeouts.flush_deadline_ms),
+        write_progress_deadline_ms: AtomicU64::new(config.timeouts.write_progress_deadline_ms),
         history_served: AtomicBool::new(config.protocol().history == HistoryPolicy::Serve),
         budget: std::sync::Mutex::new(budget),
         cpu_clocks: (0..cores)

@@ -36,6 +36,11 @@ pub enum QueueFull {
         /// Frames the queue may hold at most.
         frames_hard_max: usize,
     },
+    /// The stream would hold more than `limits.outbound_queue_bytes_max` (the port's check).
+    OverBytes {
+        /// Bytes the stream may hold at most.
+        bytes_max: usize,
+    },
 }
 
 impl fmt::Display for QueueFull {
@@ -50,6 +55,9 @@ impl fmt::Display for QueueFull {
                     f,
                     "outbound queue at its hard bound of {frames_hard_max} frames"
                 )
+            }
+            QueueFull::OverBytes { bytes_max } => {
+                write!(f, "outbound queue at its bound of {bytes_max} bytes")
             }
         }
     }
@@ -116,11 +124,23 @@ impl OutboundQueue {
         Ok(placed)
     }
 
-    /// Hands up to `frames_max` frames from the front to `sink`, in order; returns how many.
-    pub fn drain_into(&mut self, frames_max: usize, mut sink: impl FnMut(Outgoing)) -> usize {
-        let moved = frames_max.min(self.queued.len());
-        for frame in self.queued.drain(..moved) {
-            sink(frame);
+    /// Hands up to `frames_max` frames from the front to `sink`, in order, until it gives
+    /// one back (it has no room); returns how many it took.
+    pub fn drain_into(
+        &mut self,
+        frames_max: usize,
+        mut sink: impl FnMut(Outgoing) -> Result<(), Outgoing>,
+    ) -> usize {
+        let mut moved = 0;
+        while moved < frames_max {
+            let Some(frame) = self.queued.pop_front() else {
+                break;
+            };
+            if let Err(refused) = sink(frame) {
+                self.queued.push_front(refused);
+                break;
+            }
+            moved += 1;
         }
         moved
     }
@@ -153,7 +173,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::{OutboundQueue, QueueFull, Queued};
-    use crate::io::outgoing::Outgoing;
+    use crate::io::outgoing::{Body, Outgoing};
 
     fn frame() -> Outgoing {
         Outgoing::bare(Bytes::from_static(b"frame"))
@@ -197,12 +217,27 @@ mod tests {
                 .expect("room");
         }
         let mut out = Vec::new();
-        assert_eq!(queue.drain_into(2, |frame| out.push(frame.body)), 2);
+        assert_eq!(
+            queue.drain_into(2, |frame| {
+                out.push(frame.body);
+                Ok(())
+            }),
+            2
+        );
         assert_eq!(
             out,
-            vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]
+            vec![
+                Body::One(Bytes::from_static(b"a")),
+                Body::One(Bytes::from_static(b"b"))
+            ]
         );
-        assert_eq!(queue.drain_into(8, |frame| out.push(frame.body)), 1);
+        assert_eq!(
+            queue.drain_into(8, |frame| {
+                out.push(frame.body);
+                Ok(())
+            }),
+            1
+        );
         assert_eq!(queue.len(), 0);
         queue.push(frame()).expect("room");
         queue.clear();

@@ -30,11 +30,22 @@
 //! first are still waiting means it entered the fan-out set again without reading (only a
 //! revocation and a new grant make that possible), and it is reset as a slow consumer, so no
 //! cycle of grants can pin frames.
+//!
+//! What a stream holds is counted in bytes too: everything queued (control messages, the
+//! backlog, the outbound queue) and the batch until it is written whole, each message at its
+//! wire length. A stream may hold at most `limits.outbound_queue_bytes_max` (backlog
+//! included); a message or backlog beyond it is refused and the stream reset as a slow
+//! consumer, so a large backlog or large renderings cannot hide behind a frame count. Every
+//! change goes to the core's `HeldBytes` too. The port also notes when its bytes last moved
+//! (queued into an empty port, or taken by the kernel): a port that holds bytes and has not
+//! moved any for `timeouts.write_progress_deadline_ms` is a slow consumer whatever its
+//! frame count (the core checks).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -42,6 +53,7 @@ use bytes::Bytes;
 
 use super::encoding::{Framing, Renditions};
 use super::frame_memory::FrameMemory;
+use super::held::HeldBytes;
 use super::iovec::IoBatch;
 use super::notify::LocalNotify;
 use super::outbound::{OutboundQueue, QueueFull, Queued};
@@ -141,6 +153,14 @@ pub struct Port {
     writer_busy: Cell<bool>,
     /// Whether the core queued frames for it since its last flush.
     touched: Cell<bool>,
+    /// Bytes queued (control, backlog, outbound queue), and bytes in the batch until it is
+    /// written whole; both are in the core's `held` too.
+    queued_bytes: Cell<usize>,
+    batch_bytes: Cell<usize>,
+    queue_bytes_max: usize,
+    held: Rc<HeldBytes>,
+    /// When the stream's bytes last moved: queued into an empty port, or taken by the kernel.
+    moved_at: Cell<Instant>,
 }
 
 impl fmt::Debug for Port {
@@ -152,6 +172,7 @@ impl fmt::Debug for Port {
             .field("home", &self.home.get())
             .field("life", &self.life.get())
             .field("queued", &self.queued())
+            .field("held_bytes", &self.held_bytes())
             .field("credits", &self.credits.get())
             .finish_non_exhaustive()
     }
@@ -186,21 +207,37 @@ fn send_now(fd: RawFd, batch: &IoBatch) -> std::io::Result<usize> {
     usize::try_from(sent).map_err(|_| std::io::Error::last_os_error())
 }
 
-/// A history backlog arrived while an earlier one was still unwritten (D11).
+/// Why a history backlog was refused: the stream must be reset as a slow consumer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BacklogUnread {
-    /// Frames of the earlier backlog still waiting.
-    pub frames: usize,
+pub enum BacklogRefused {
+    /// An earlier backlog of `frames` frames is still unwritten (D11).
+    Unread { frames: usize },
+    /// It would take the stream past `limits.outbound_queue_bytes_max`.
+    OverBytes { bytes_max: usize },
 }
 
-impl fmt::Display for BacklogUnread {
+impl fmt::Display for BacklogRefused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "a history backlog arrived with {} frames of the last one unwritten",
-            self.frames
-        )
+        match self {
+            BacklogRefused::Unread { frames } => write!(
+                f,
+                "a history backlog arrived with {frames} frames of the last one unwritten"
+            ),
+            BacklogRefused::OverBytes { bytes_max } => write!(
+                f,
+                "a history backlog would take the stream past its {bytes_max} queued bytes"
+            ),
+        }
     }
+}
+
+/// The bounds of one stream's outbound queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueBounds {
+    /// R26: `limits.outbound_queue_frames_max`.
+    pub frames_max: usize,
+    /// `limits.outbound_queue_bytes_max`, backlog included.
+    pub bytes_max: usize,
 }
 
 /// What a carrier does when its stream starts to flush or resets.
@@ -216,14 +253,16 @@ pub struct WriteReport {
 }
 
 impl Port {
-    /// A new open stream with a read window of `credits` frames and an R26 bound of
-    /// `queue_frames_max`.
+    /// A new open stream with a read window of `credits` frames, an R26 bound of
+    /// `bounds.frames_max` and a byte bound of `bounds.bytes_max`, holding its bytes in
+    /// `held`.
     pub fn new(
         id: StreamId,
         peer: PeerId,
         transport: Transport,
-        queue_frames_max: usize,
+        bounds: QueueBounds,
         credits: usize,
+        held: Rc<HeldBytes>,
     ) -> Self {
         Port {
             id,
@@ -236,7 +275,7 @@ impl Port {
             closing: RefCell::new(None),
             home_knows: Cell::new(false),
             prejoin: Cell::new(true),
-            out: RefCell::new(OutboundQueue::new(queue_frames_max)),
+            out: RefCell::new(OutboundQueue::new(bounds.frames_max)),
             // Allocated when a WebSocket session queues its first ping or pong (never on TCP).
             control: RefCell::new(VecDeque::new()),
             backlog: RefCell::new(VecDeque::new()),
@@ -252,6 +291,11 @@ impl Port {
             batch: RefCell::new(None),
             writer_busy: Cell::new(false),
             touched: Cell::new(false),
+            queued_bytes: Cell::new(0),
+            batch_bytes: Cell::new(0),
+            queue_bytes_max: bounds.bytes_max,
+            held,
+            moved_at: Cell::new(Instant::now()),
         }
     }
 
@@ -348,7 +392,14 @@ impl Port {
         if !self.is_open() {
             return Ok(Queued::Within);
         }
+        let bytes = message.len();
+        if self.held_bytes() + bytes > self.queue_bytes_max {
+            return Err(QueueFull::OverBytes {
+                bytes_max: self.queue_bytes_max,
+            });
+        }
         let placed = self.out.borrow_mut().push(message)?;
+        self.queue_bytes(bytes);
         let sequence = self.queued_total.get() + 1;
         self.queued_total.set(sequence);
         if let Some(notice) = notice {
@@ -366,25 +417,69 @@ impl Port {
     /// D11: queues a history backlog after everything queued so far (which moves ahead of it)
     /// and before anything queued later, outside the R26 bound; `Err` when an earlier
     /// backlog is still unwritten (the stream must be reset, see the module documentation).
-    pub fn enqueue_backlog(&self, frames: Vec<Outgoing>) -> Result<(), BacklogUnread> {
+    pub fn enqueue_backlog(&self, frames: Vec<Outgoing>) -> Result<(), BacklogRefused> {
         if !self.is_open() {
             return Ok(());
         }
         let mut backlog = self.backlog.borrow_mut();
         if !backlog.is_empty() {
-            return Err(BacklogUnread {
+            return Err(BacklogRefused::Unread {
                 frames: backlog.len(),
             });
         }
-        self.out
-            .borrow_mut()
-            .drain_into(usize::MAX, |frame| backlog.push_back(frame));
+        let bytes = frames.iter().map(Outgoing::len).sum::<usize>();
+        if self.held_bytes() + bytes > self.queue_bytes_max {
+            return Err(BacklogRefused::OverBytes {
+                bytes_max: self.queue_bytes_max,
+            });
+        }
+        self.out.borrow_mut().drain_into(usize::MAX, |frame| {
+            backlog.push_back(frame);
+            Ok(())
+        });
         self.queued_total
             .set(self.queued_total.get() + frames.len() as u64);
         backlog.extend(frames);
         drop(backlog);
+        self.queue_bytes(bytes);
         self.wake_writer_unless_core_writes();
         Ok(())
+    }
+
+    /// Bytes this stream holds: queued, and in its batch until written whole.
+    pub fn held_bytes(&self) -> usize {
+        self.queued_bytes.get() + self.batch_bytes.get()
+    }
+
+    /// When this stream's bytes last moved, if it holds any.
+    pub fn held_since_moved(&self) -> Option<Instant> {
+        (self.held_bytes() > 0).then(|| self.moved_at.get())
+    }
+
+    /// `bytes` more are queued.
+    fn queue_bytes(&self, bytes: usize) {
+        if self.held_bytes() == 0 {
+            self.moved_at.set(Instant::now());
+        }
+        self.queued_bytes.set(self.queued_bytes.get() + bytes);
+        self.held.add(bytes);
+    }
+
+    /// What was queued (`queued`) and what was in the batch (`batch`) is no longer held.
+    fn release_bytes(&self, queued: usize, batch: usize) {
+        self.queued_bytes.set(self.queued_bytes.get() - queued);
+        self.batch_bytes.set(self.batch_bytes.get() - batch);
+        self.held.release(queued + batch);
+    }
+
+    /// The batch was written whole (or dropped): its bytes are no longer held.
+    fn batch_done(&self) {
+        self.release_bytes(0, self.batch_bytes.get());
+    }
+
+    /// The kernel took bytes of this stream's batch.
+    fn moved(&self) {
+        self.moved_at.set(Instant::now());
     }
 
     /// The home core finished one of this stream's frames.
@@ -414,6 +509,7 @@ impl Port {
         self.out.borrow_mut().clear();
         self.control.borrow_mut().clear();
         self.backlog.borrow_mut().clear();
+        self.release_bytes(self.queued_bytes.get(), 0);
         self.read_wake.notify();
         self.write_wake.notify();
         self.tell_carrier(Life::Resetting);
@@ -460,7 +556,10 @@ impl Port {
         }
         let offered = batch.remaining_bytes();
         match send_now(fd, &batch) {
-            Ok(sent) => batch.advance(sent),
+            Ok(sent) => {
+                batch.advance(sent);
+                self.moved();
+            }
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(_) => {
                 *self.batch.borrow_mut() = Some(batch);
@@ -472,6 +571,7 @@ impl Port {
             flushed.frames = batch.frames() as u64;
             flushed.bytes = offered as u64;
             batch.clear();
+            self.batch_done();
             self.out.borrow_mut().wrote(false);
             if self.has_more() {
                 // More than one batch was queued: the writer task takes the rest.
@@ -543,6 +643,7 @@ impl Port {
     /// when nothing more is queued.
     pub fn return_writing(&self, mut batch: IoBatch) {
         batch.clear();
+        self.batch_done();
         *self.batch.borrow_mut() = Some(batch);
         if !self.has_more() {
             self.writer_busy.set(false);
@@ -567,19 +668,36 @@ impl Port {
     fn fill(&self, batch: &mut IoBatch, frames_max: usize) {
         let waiting = self.control.borrow().len() + self.queued().min(frames_max);
         batch.reserve(waiting, frames_max + PORT_CONTROL_MESSAGES_MAX);
+        let mut moved = 0;
         for (_, message) in self.control.borrow_mut().drain(..) {
+            moved += message.len();
             batch.push_control(message);
         }
-        let room = frames_max.min(batch.room());
+        let mut take = |message: Outgoing| {
+            let bytes = message.len();
+            batch.try_push(message)?;
+            moved += bytes;
+            Ok(())
+        };
+        let mut frames = 0;
         let mut backlog = self.backlog.borrow_mut();
-        let from_backlog = room.min(backlog.len());
-        for message in backlog.drain(..from_backlog) {
-            batch.push(message);
+        while frames < frames_max {
+            let Some(message) = backlog.pop_front() else {
+                break;
+            };
+            if let Err(refused) = take(message) {
+                backlog.push_front(refused);
+                break;
+            }
+            frames += 1;
+        }
+        if backlog.is_empty() {
+            self.out.borrow_mut().drain_into(frames_max - frames, take);
         }
         drop(backlog);
-        self.out
-            .borrow_mut()
-            .drain_into(room - from_backlog, |message| batch.push(message));
+        self.release_bytes(moved, 0);
+        self.batch_bytes.set(self.batch_bytes.get() + moved);
+        self.held.add(moved);
     }
 
     /// Whether anything waits to be written after the current batch.
@@ -600,6 +718,7 @@ impl Port {
     /// and the rest is being written still, see `OutboundQueue::wrote`).
     pub fn wrote(&self, partial: bool) {
         self.out.borrow_mut().wrote(partial);
+        self.moved();
     }
 
     /// `frames` more frames are entirely on the wire: the notices and the sample they settle.
@@ -657,6 +776,13 @@ impl Port {
     }
 }
 
+impl Drop for Port {
+    /// A closed stream holds nothing any more.
+    fn drop(&mut self) {
+        self.held.release(self.held_bytes());
+    }
+}
+
 fn micros_since(at: Instant) -> u64 {
     u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
@@ -669,18 +795,29 @@ mod tests {
 
     use bytes::Bytes;
 
-    use super::{Life, Port, Transport};
+    use super::{BacklogRefused, Life, Port, QueueBounds, Transport};
+    use crate::io::held::HeldBytes;
     use crate::io::outbound::{QueueFull, Queued};
     use crate::io::outgoing::Outgoing;
     use crate::protocol::{PeerId, StreamId};
 
     fn port() -> Port {
+        port_in(Rc::default(), 1 << 20)
+    }
+
+    /// A port holding its bytes in `held`, with an R26 bound of 2 frames and `bytes_max`.
+    fn port_in(held: Rc<HeldBytes>, bytes_max: usize) -> Port {
+        let bounds = QueueBounds {
+            frames_max: 2,
+            bytes_max,
+        };
         Port::new(
             StreamId::new(0, 1),
             PeerId::of(IpAddr::V4(Ipv4Addr::LOCALHOST)),
             Transport::Tcp,
-            2,
+            bounds,
             1,
+            held,
         )
     }
 
@@ -804,7 +941,7 @@ mod tests {
         assert_eq!(port.enqueue_backlog(frame()), Ok(()));
         assert_eq!(
             port.enqueue_backlog(frame()),
-            Err(super::BacklogUnread { frames: 1 })
+            Err(BacklogRefused::Unread { frames: 1 })
         );
         let batch = port.take_writing(8).expect("the backlog to write");
         assert_eq!(batch.frames(), 1);
@@ -834,5 +971,60 @@ mod tests {
         assert!(!port.take_credit());
         port.credit();
         assert_eq!(port.credits(), 1);
+    }
+
+    #[test]
+    fn held_bytes_count_queue_backlog_and_batch_until_written_and_go_with_the_port() {
+        use std::os::fd::AsRawFd;
+        let held = Rc::new(HeldBytes::default());
+        let port = port_in(Rc::clone(&held), 1 << 20);
+        assert_eq!(port.held_since_moved(), None, "an empty port holds nothing");
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"abc")), None, None)
+            .expect("room");
+        let backlog = vec![Outgoing::bare(Bytes::from_static(b"wxyz"))];
+        port.enqueue_backlog(backlog).expect("room");
+        assert_eq!((port.held_bytes(), held.total()), (7, 7));
+        assert!(port.held_since_moved().is_some());
+        // In the writer's batch, still held until written whole.
+        let batch = port.take_writing(8).expect("frames to write");
+        assert_eq!((port.held_bytes(), held.total()), (7, 7));
+        port.return_writing(batch);
+        assert_eq!((port.held_bytes(), held.total()), (0, 0));
+        // Written directly by the core.
+        let (ours, _peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        port.attach_socket(ours.as_raw_fd());
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"de")), None, None)
+            .expect("room");
+        assert_eq!(held.total(), 2);
+        assert_eq!(port.flush_now(8).frames, 1);
+        assert_eq!(held.total(), 0);
+        // What a port holds when it goes is released with it.
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"fgh")), None, None)
+            .expect("room");
+        drop(port);
+        assert_eq!(held.total(), 0);
+    }
+
+    #[test]
+    fn a_message_or_backlog_past_the_bytes_bound_is_refused_and_a_reset_releases_all() {
+        let held = Rc::new(HeldBytes::default());
+        let port = port_in(Rc::clone(&held), 10);
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"123456")), None, None)
+            .expect("room");
+        assert_eq!(
+            port.enqueue(Outgoing::bare(Bytes::from_static(b"12345")), None, None),
+            Err(QueueFull::OverBytes { bytes_max: 10 })
+        );
+        let backlog = vec![Outgoing::bare(Bytes::from_static(b"12345"))];
+        assert_eq!(
+            port.enqueue_backlog(backlog),
+            Err(BacklogRefused::OverBytes { bytes_max: 10 })
+        );
+        assert_eq!(port.queued(), 1, "nothing refused was queued");
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"1234")), None, None)
+            .expect("exactly at the bound");
+        assert_eq!(held.total(), 10);
+        port.reset();
+        assert_eq!((port.held_bytes(), held.total()), (0, 0));
     }
 }

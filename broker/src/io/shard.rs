@@ -60,10 +60,11 @@ use super::notify::yield_turn;
 use super::outbound::Queued;
 use super::outgoing::Outgoing;
 use super::port::{Closing, Port};
+use super::receivers::{self, Receivers};
 use super::router::{HomeMsg, OwnerMsg, RelayFrames, VerifyDone};
 use crate::protocol::{
-    Action, ChunkFacts, CloseReason, ClosedBy, Delivered, Machine, Millis, RelayOutcome,
-    RelayReply, StreamId, Targets, Ticket, WriteNotice,
+    Action, ChunkFacts, CloseReason, Delivered, Machine, Millis, RelayOutcome, RelayReply,
+    StreamId, Targets, Ticket, WriteNotice,
 };
 
 /// Home and owner messages one turn takes at most, each, before the other tasks run.
@@ -132,6 +133,8 @@ pub struct Shard {
     /// The read time of the frame whose processing is producing actions right now.
     current_read_at: Cell<Option<Instant>>,
     machine_deadline: Cell<Option<Millis>>,
+    /// When this core next looks for receivers that do not take their bytes.
+    receivers: Receivers,
     /// Fan-outs queued since the last flush (the budget counts these).
     unflushed_fanouts: Cell<usize>,
     /// Since when the writes wait for the next results, while they do.
@@ -167,6 +170,7 @@ impl Shard {
             cancelled: RefCell::new(Vec::new()),
             current_read_at: Cell::new(None),
             machine_deadline: Cell::new(None),
+            receivers: Receivers::default(),
             unflushed_fanouts: Cell::new(0),
             coalescing_since: Cell::new(None),
             turn_deliveries: Cell::new(0),
@@ -212,6 +216,7 @@ impl Shard {
             self.link.flush_touched();
         }
         self.link.expire_deadlines(now);
+        self.receivers.check(&self.link);
         self.verify_inline();
         self.link.router.retry_overflow();
         let lanes = self.link.router.lanes();
@@ -771,25 +776,7 @@ impl Shard {
 
     /// Resets a stream that does not keep up (R26) and tells its home core.
     fn slow_consumer(&self, port: &Port, why: &dyn std::fmt::Display) {
-        let stream = port.id;
-        self.link.metrics().queue_resets.inc();
-        if self.link.may_log() {
-            tracing::debug!(%stream, peer = %port.peer(), %why, "slow consumer reset (R26)");
-        }
-        port.note_closing(Closing::SlowConsumer);
-        port.reset();
-        if port.end_unreported()
-            && let Some(home) = port.home()
-        {
-            port.mark_reported();
-            self.link.router.to_home(
-                home,
-                HomeMsg::Closed {
-                    stream,
-                    cause: ClosedBy::QueueOverflow,
-                },
-            );
-        }
+        receivers::reset_slow(&self.link, port, why);
     }
 
     fn consumed(&self, stream: StreamId) {
@@ -891,6 +878,7 @@ impl Shard {
             .overflow_messages
             .set(self.link.router.overflowed() as u64);
         metrics.frames_in_flight.set(self.link.in_flight() as u64);
+        metrics.held_bytes.set(self.link.held_bytes() as u64);
         metrics
             .verifications_in_flight
             .set(self.verifications.get() as u64);

@@ -15,7 +15,7 @@ pub mod inbound;
 pub mod params;
 pub mod render;
 
-pub use fields::{Field, Fields, UnknownField};
+pub use fields::{FIELD_KINDS, Field, Fields, UnknownField};
 pub use inbound::{INBOUND_BYTES_MAX, Inbound, InboundError, PAYLOAD_BYTES_MAX, parse_inbound};
 pub use params::{
     BridgeParams, KEEP_ALIVE_S_DEFAULT, KEEP_ALIVE_S_MAX, Lookup, ParamError, SWARM_HEADERS,

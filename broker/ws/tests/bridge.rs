@@ -412,11 +412,15 @@ fn verified_data(payload: &[u8]) -> (Bytes, Bytes, ChunkFacts) {
     (signed.chunk, body, facts)
 }
 
-fn rendered_bytes(fields: &str, body: &Bytes, facts: &ChunkFacts) -> Bytes {
+fn rendered_parts(fields: &str, body: &Bytes, facts: &ChunkFacts) -> Vec<Bytes> {
     match render_delivery(Fields::parse(fields).expect("known"), body, facts) {
-        Ok(Rendered::Binary(bytes)) => bytes,
+        Ok(Rendered::Binary(parts)) => parts,
         other => panic!("{fields}: {other:?}"),
     }
+}
+
+fn rendered_bytes(fields: &str, body: &Bytes, facts: &ChunkFacts) -> Bytes {
+    rendered_parts(fields, body, facts).concat().into()
 }
 
 #[test]
@@ -478,16 +482,36 @@ fn data_renders_each_field_from_the_soc_or_the_facts() {
 #[test]
 fn the_default_payload_is_a_slice_of_the_frame() {
     let (_, body, facts) = verified_data(&[9u8; 4096]);
-    let payload = rendered_bytes("", &body, &facts);
-    assert_eq!(payload.len(), 4096);
-    let start = body.as_ptr() as usize;
-    let offset = payload.as_ptr() as usize - start;
-    assert!(
-        offset + payload.len() <= body.len(),
-        "not copied out of the frame"
-    );
+    let parts = rendered_parts("", &body, &facts);
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0].len(), 4096);
+    assert!(within(&parts[0], &body), "not copied out of the frame");
     let (_, empty_body, facts) = verified_data(b"");
     assert!(rendered_bytes("payload", &empty_body, &facts).is_empty());
+}
+
+#[test]
+fn fields_of_the_soc_are_slices_of_the_frame_and_adjacent_ones_one_part() {
+    let (soc, body, facts) = verified_data(&[5u8; 1000]);
+    // identifier, signature, span and payload are the SOC in order: one slice.
+    let whole = rendered_parts("identifier,signature,span,payload", &body, &facts);
+    assert_eq!(whole.len(), 1);
+    assert_eq!(whole[0], soc);
+    assert!(within(&whole[0], &body));
+    // Facts between SOC fields: the facts next to each other are one small copy.
+    let mixed = rendered_parts("identifier,address,recoveredPubKey,payload", &body, &facts);
+    assert_eq!(mixed.len(), 3);
+    assert!(within(&mixed[0], &body) && within(&mixed[2], &body));
+    assert!(!within(&mixed[1], &body));
+    assert_eq!(&mixed[1][..32], facts.address.as_slice());
+    assert_eq!(&mixed[1][32..], facts.public_key.as_slice());
+}
+
+/// Whether `part` points into `frame`'s bytes (a slice, not a copy).
+fn within(part: &Bytes, frame: &Bytes) -> bool {
+    let frame = frame.as_ptr_range();
+    let part = part.as_ptr_range();
+    frame.start <= part.start && part.end <= frame.end
 }
 
 fn service_body(kind: Kind, index: u64, payload: &[u8]) -> Bytes {

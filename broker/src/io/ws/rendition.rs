@@ -3,10 +3,13 @@
 //!
 //! Owns: `Native`, the shared frame behind a binary header for a native session (the
 //! header is computed once per delivery and copied inline per receiver), and the bridge's
-//! encoder on `BridgeSession`: the fields a session asked for (W6) or the roster and EOS
-//! text frames (W10), rendered once per distinct field list per delivery (its key) and
-//! shared by every session that asked for it, and charged to frame memory like the frames
-//! read (so queued renderings are bounded like queued frames).
+//! encoder on `BridgeSession`: the fields a session asked for (W6) as a gather list of
+//! slices of the shared frame and one small copy of the facts between them, or the roster
+//! and EOS text frames (W10, charged to frame memory like the frames read); each rendered
+//! once per distinct field list per delivery (its key) and shared by every session that
+//! asked for it. A session's history backlog is rendered the same way, so what a session
+//! that does not read holds is handles to frames the ring holds anyway, never copies; its
+//! queued bytes are counted and capped by the port like any stream's.
 //! Never does: re-encode anything per receiver, or queue anything itself.
 
 use std::sync::Arc;
@@ -76,10 +79,7 @@ impl Encoder for BridgeSession {
 }
 
 fn binary(frame: &Bytes) -> Outgoing {
-    Outgoing {
-        prefix: binary_prefix(frame.len()),
-        body: frame.clone(),
-    }
+    Outgoing::new(binary_prefix(frame.len()), frame.clone())
 }
 
 /// The bridge session's Ack: its challenge is kept; a publishing session is shown it.
@@ -108,25 +108,25 @@ fn render(
         wrapped: facts.wrapped,
     };
     match render_delivery(*fields, &body, &facts) {
-        Ok(Rendered::Binary(bytes)) => Some(Outgoing {
-            prefix: binary_prefix(bytes.len()),
-            body: charged(bytes, &body, memory),
-        }),
+        Ok(Rendered::Binary(parts)) => {
+            let len = parts.iter().map(Bytes::len).sum();
+            let copied = parts
+                .iter()
+                .filter(|part| !within(part, &body))
+                .map(Bytes::len)
+                .sum();
+            Some(Outgoing::gather(binary_prefix(len), parts, copied, memory))
+        }
         Ok(Rendered::Text(text)) => Some(text_message(text.as_bytes(), memory)),
         Ok(Rendered::Nothing) | Err(_) => None,
     }
 }
 
-/// A rendered message that is a slice of the (charged) frame is sent as it is; one that
-/// was assembled is charged to frame memory like a frame.
-fn charged(bytes: Bytes, frame: &Bytes, memory: &Arc<FrameMemory>) -> Bytes {
-    let within = frame.as_ptr_range();
-    let range = bytes.as_ptr_range();
-    if within.start <= range.start && range.end <= within.end {
-        bytes
-    } else {
-        memory.frame(&bytes)
-    }
+/// Whether `part` is a slice of `frame` (charged with it) rather than a copy.
+fn within(part: &Bytes, frame: &Bytes) -> bool {
+    let frame = frame.as_ptr_range();
+    let part = part.as_ptr_range();
+    frame.start <= part.start && part.end <= frame.end
 }
 
 /// The protobuf body of a delimited frame the machine produced.
@@ -141,8 +141,8 @@ fn binary_prefix(len: usize) -> Prefix {
 }
 
 fn text_message(text: &[u8], memory: &Arc<FrameMemory>) -> Outgoing {
-    Outgoing {
-        prefix: Prefix::of(Head::new(Opcode::Text, text.len()).as_bytes()),
-        body: memory.frame(text),
-    }
+    Outgoing::new(
+        Prefix::of(Head::new(Opcode::Text, text.len()).as_bytes()),
+        memory.frame(text),
+    )
 }

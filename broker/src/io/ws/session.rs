@@ -201,10 +201,10 @@ async fn keepalive(link: Rc<CoreLink>, port: Rc<Port>, heard: Rc<Cell<Instant>>,
 }
 
 fn control_message(opcode: Opcode, payload: Bytes) -> Outgoing {
-    Outgoing {
-        prefix: Prefix::of(Head::new(opcode, payload.len()).as_bytes()),
-        body: payload,
-    }
+    Outgoing::new(
+        Prefix::of(Head::new(opcode, payload.len()).as_bytes()),
+        payload,
+    )
 }
 
 /// A copy of a control payload (at most 125 bytes, RFC 6455 5.5): a queued pong must not pin

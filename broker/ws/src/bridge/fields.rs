@@ -33,8 +33,12 @@ pub enum Field {
     Payload = 7,
 }
 
+/// How many fields there are: a list holds each at most once, so a rendered message has at
+/// most this many parts.
+pub const FIELD_KINDS: usize = 7;
+
 /// Every field with its W6 name, at position code - 1.
-const FIELD_NAMES: [(Field, &str); 7] = [
+const FIELD_NAMES: [(Field, &str); FIELD_KINDS] = [
     (Field::Address, "address"),
     (Field::RecoveredPubKey, "recoveredPubKey"),
     (Field::Identifier, "identifier"),

@@ -40,9 +40,10 @@ pub struct ChunkFacts {
 /// One delivery as a bridge session receives it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Rendered {
-    /// A binary message: the asked fields' bytes (a slice of the frame for a single field of
-    /// the SOC, so the common `[payload]` is not copied).
-    Binary(Bytes),
+    /// A binary message: the asked fields' bytes in order, as parts written one after the
+    /// other. Fields of the SOC are slices of the frame (adjacent ones one slice), so no
+    /// field of the chunk is ever copied; facts next to each other are one small copy.
+    Binary(Vec<Bytes>),
     /// A text message.
     Text(String),
     /// Nothing is sent for this kind (AUTH, unknown kinds).
@@ -127,7 +128,7 @@ pub fn render_delivery(
 ) -> Result<Rendered, RenderError> {
     let delivery = decode(body)?;
     match kind_from_i32(delivery.kind) {
-        Some(Kind::Data) => Ok(Rendered::Binary(field_bytes(fields, &delivery.soc, facts))),
+        Some(Kind::Data) => Ok(Rendered::Binary(field_parts(fields, &delivery.soc, facts))),
         Some(Kind::Roster) => roster_text(&delivery).map(Rendered::Text),
         Some(Kind::Eos) => Ok(Rendered::Text(EOS_TEXT.to_owned())),
         Some(Kind::Auth | Kind::Unspecified) | None => Ok(Rendered::Nothing),
@@ -196,21 +197,45 @@ fn locate(field: Field, soc_bytes: usize, facts: &ChunkFacts) -> Part<'_> {
     }
 }
 
-/// The fields' bytes concatenated (`decode` made the SOC at least 105 bytes long, so every
-/// range is inside it); a single field of the SOC is a zero-copy slice.
-fn field_bytes(fields: Fields, soc: &Bytes, facts: &ChunkFacts) -> Bytes {
-    let mut requested = fields.iter();
-    if let (Some(only), None) = (requested.next(), requested.next())
-        && let Part::Soc(range) = locate(only, soc.len(), facts)
-    {
-        return soc.slice(range);
-    }
-    let mut bytes = BytesMut::new();
-    for field in fields.iter() {
-        match locate(field, soc.len(), facts) {
-            Part::Soc(range) => bytes.extend_from_slice(&soc[range]),
-            Part::Fact(fact) => bytes.extend_from_slice(fact),
+/// A part of a message being gathered.
+enum Pending {
+    Soc(Range<usize>),
+    Facts(BytesMut),
+}
+
+impl Pending {
+    fn finish(self, soc: &Bytes) -> Bytes {
+        match self {
+            Pending::Soc(range) => soc.slice(range),
+            Pending::Facts(bytes) => bytes.freeze(),
         }
     }
-    bytes.freeze()
+}
+
+/// The fields' bytes in order, as parts (`decode` made the SOC at least 105 bytes long, so
+/// every range is inside it): adjacent SOC ranges merge into one slice and adjacent facts
+/// into one copy, so at most [`Fields`]' length of parts, and one for `[payload]`.
+fn field_parts(fields: Fields, soc: &Bytes, facts: &ChunkFacts) -> Vec<Bytes> {
+    let mut parts = Vec::new();
+    let mut pending: Option<Pending> = None;
+    for field in fields.iter() {
+        pending = Some(match (pending.take(), locate(field, soc.len(), facts)) {
+            (Some(Pending::Soc(range)), Part::Soc(next)) if range.end == next.start => {
+                Pending::Soc(range.start..next.end)
+            }
+            (Some(Pending::Facts(mut bytes)), Part::Fact(fact)) => {
+                bytes.extend_from_slice(fact);
+                Pending::Facts(bytes)
+            }
+            (done, part) => {
+                parts.extend(done.map(|done| done.finish(soc)));
+                match part {
+                    Part::Soc(range) => Pending::Soc(range),
+                    Part::Fact(fact) => Pending::Facts(BytesMut::from(fact)),
+                }
+            }
+        });
+    }
+    parts.extend(pending.map(|last| last.finish(soc)));
+    parts
 }
