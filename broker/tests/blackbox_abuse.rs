@@ -100,7 +100,8 @@ fn trickling_admin_clients_delay_nobody_and_sigterm_still_exits_in_time() {
 }
 
 /// A live-stream whose one spectator never reads, with a queue large enough that R26 never
-/// resets it: the frames wait in the broker for a reader that never comes.
+/// resets it (and a byte bound above its 8 MB): the frames wait in the broker for a reader
+/// that never comes.
 fn stuck_spectator(
     broker: &Broker,
 ) -> (
@@ -126,6 +127,7 @@ fn stuck_spectator(
 fn a_subscriber_that_never_reads_is_closed_within_the_flush_deadline_after_eos() {
     let broker = Broker::start(&[
         "limits.outbound_queue_frames_max=4096",
+        "limits.outbound_queue_bytes_max=33554432",
         "timeouts.flush_deadline_ms=1000",
     ]);
     let (_spectator, mut session, mut admin_publisher) = stuck_spectator(&broker);
@@ -149,6 +151,7 @@ fn a_subscriber_that_never_reads_is_closed_within_the_flush_deadline_after_eos()
 fn a_subscriber_that_never_reads_does_not_hold_up_sigterm() {
     let mut broker = Broker::start(&[
         "limits.outbound_queue_frames_max=4096",
+        "limits.outbound_queue_bytes_max=33554432",
         "timeouts.flush_deadline_ms=1000",
         "server.drain_deadline_ms=20000",
     ]);

@@ -7,17 +7,42 @@
 //! Ports add and take away as they queue and write; the core compares the sum with its
 //! share of `limits.queued_bytes_max` after it queues, and past it resets the streams
 //! holding the most (see `shard`).
+//! It also carries the time of the core's current turn, which ports stamp the moves of
+//! their bytes with: a clock read per write would cost more than the rest of a delivery's
+//! bookkeeping, and a stamp at most one turn old is exact enough for deadlines of seconds
+//! and a stall threshold of hundreds of milliseconds.
 //! Never does: decide whom to reset, or know a port.
 
 use std::cell::Cell;
+use std::time::Instant;
 
-/// Bytes this core's ports hold.
-#[derive(Debug, Default)]
+/// Bytes this core's ports hold, and the core's turn time.
+#[derive(Debug)]
 pub struct HeldBytes {
     total: Cell<usize>,
+    turn_at: Cell<Instant>,
+}
+
+impl Default for HeldBytes {
+    fn default() -> HeldBytes {
+        HeldBytes {
+            total: Cell::new(0),
+            turn_at: Cell::new(Instant::now()),
+        }
+    }
 }
 
 impl HeldBytes {
+    /// The time of the core's current turn.
+    pub fn turn_at(&self) -> Instant {
+        self.turn_at.get()
+    }
+
+    /// A turn starts at `at`.
+    pub fn set_turn_at(&self, at: Instant) {
+        self.turn_at.set(at);
+    }
+
     /// Bytes held now.
     pub fn total(&self) -> usize {
         self.total.get()

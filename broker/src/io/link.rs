@@ -618,6 +618,11 @@ impl CoreLink {
         self.held.total()
     }
 
+    /// A turn starts at `at`: what ports stamp the moves of their bytes with.
+    pub fn start_turn(&self, at: Instant) {
+        self.held.set_turn_at(at);
+    }
+
     /// Calls `f` with every port of this core (`f` must not open or drop ports).
     pub fn each_port(&self, f: impl FnMut(&Rc<Port>)) {
         self.ports.borrow().values().for_each(f);

@@ -159,7 +159,8 @@ pub struct Port {
     batch_bytes: Cell<usize>,
     queue_bytes_max: usize,
     held: Rc<HeldBytes>,
-    /// When the stream's bytes last moved: queued into an empty port, or taken by the kernel.
+    /// When the stream's bytes last moved (queued into an empty port, or taken by the
+    /// kernel), as the core's turn time.
     moved_at: Cell<Instant>,
 }
 
@@ -294,8 +295,8 @@ impl Port {
             queued_bytes: Cell::new(0),
             batch_bytes: Cell::new(0),
             queue_bytes_max: bounds.bytes_max,
+            moved_at: Cell::new(held.turn_at()),
             held,
-            moved_at: Cell::new(Instant::now()),
         }
     }
 
@@ -459,7 +460,7 @@ impl Port {
     /// `bytes` more are queued.
     fn queue_bytes(&self, bytes: usize) {
         if self.held_bytes() == 0 {
-            self.moved_at.set(Instant::now());
+            self.moved_at.set(self.held.turn_at());
         }
         self.queued_bytes.set(self.queued_bytes.get() + bytes);
         self.held.add(bytes);
@@ -479,7 +480,7 @@ impl Port {
 
     /// The kernel took bytes of this stream's batch.
     fn moved(&self) {
-        self.moved_at.set(Instant::now());
+        self.moved_at.set(self.held.turn_at());
     }
 
     /// The home core finished one of this stream's frames.

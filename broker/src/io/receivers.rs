@@ -82,8 +82,7 @@ impl Default for Receivers {
 impl Receivers {
     /// Resets the streams past their write-progress deadline, and under memory pressure the
     /// largest stalled holders; each check at most at its interval.
-    pub fn check(&self, link: &CoreLink) {
-        let now = Instant::now();
+    pub fn check(&self, link: &CoreLink, now: Instant) {
         if now >= self.next_progress_scan.get() {
             self.next_progress_scan.set(now + PROGRESS_SCAN_INTERVAL);
             expire_stalled(link, now);

@@ -193,6 +193,8 @@ impl Shard {
     }
 
     fn turn(&self, now: Millis) {
+        let at = Instant::now();
+        self.link.start_turn(at);
         self.turn_deliveries.set(0);
         self.take_control();
         self.take_credits();
@@ -216,7 +218,7 @@ impl Shard {
             self.link.flush_touched();
         }
         self.link.expire_deadlines(now);
-        self.receivers.check(&self.link);
+        self.receivers.check(&self.link, at);
         self.verify_inline();
         self.link.router.retry_overflow();
         let lanes = self.link.router.lanes();
