@@ -75,6 +75,22 @@ impl Ws {
         }
     }
 
+    /// Opens `target` over `stream`, a socket the caller connected to the WebSocket port its
+    /// own way (another source address, a small receive buffer); the handshake's failure as
+    /// text instead of a panic, for a test that opens many and counts what was refused.
+    pub fn open_on(stream: TcpStream, broker: &Broker, target: &str) -> Result<Ws, String> {
+        let request = format!("ws://{}{target}", broker.ws())
+            .into_client_request()
+            .expect("a valid URL");
+        stream
+            .set_read_timeout(Some(WAIT))
+            .map_err(|error| error.to_string())?;
+        match tungstenite::client(request, stream) {
+            Ok((socket, _)) => Ok(Ws { socket }),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
     /// A session on the native endpoint.
     pub fn native(broker: &Broker) -> Ws {
         match Ws::open(broker, "/bps/v1", &[]) {
