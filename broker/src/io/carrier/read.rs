@@ -2,9 +2,10 @@
 //! carrier's decoder, and each frame through the read gate to the core.
 //!
 //! Owns: where a stream passes the read gate (`CoreLink::gate`): every frame exactly once,
-//! right before it is handed to the core, and every read before it is issued, so a read
-//! happens only when the gate would let the next frame through and a stream that sends
-//! faster than it is served waits in the kernel, not in memory; the read itself (appended
+//! right before it is handed to the core, and every read before it is issued (the router's
+//! pause, frame memory and the stream's credit; not the core's frames in flight, which a
+//! frame queues for in its cohort's turn), so a stream that sends faster than it is served
+//! waits in the kernel, not in memory; the read itself (appended
 //! to what is buffered, cancelled by the port's close), and what EOF and a failed read
 //! mean: a half-close ends the stream after what the peer sent before it was consumed; a
 //! failure is an I/O close unless the port was closing already.
