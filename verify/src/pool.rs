@@ -890,6 +890,27 @@ mod tests {
         release.send(()).expect("worker waiting");
     }
 
+    /// A worker parked with a batch begun is woken exactly when it would stop waiting: the
+    /// room `submit` waits for ends the wait by the share or by a full batch.
+    #[test]
+    fn a_filling_worker_is_woken_by_the_job_that_ends_its_wait() {
+        for workers in 1..=4 {
+            let config = PoolConfig {
+                workers,
+                ..PoolConfig::default()
+            };
+            for held in 1..config.batch_jobs_max {
+                let room = fill_room(held, config);
+                let ends = holds_share(held, room, workers) || held + room >= config.batch_jobs_max;
+                assert!(ends, "workers {workers}, held {held}: room {room}");
+                let fewer = room - 1;
+                let ends_sooner = (fewer > 0 && holds_share(held, fewer, workers))
+                    || held + fewer >= config.batch_jobs_max;
+                assert!(!ends_sooner, "workers {workers}, held {held}: woken late");
+            }
+        }
+    }
+
     #[test]
     fn default_config_is_valid_and_documented() {
         let config = PoolConfig::default();
