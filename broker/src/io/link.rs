@@ -3,14 +3,14 @@
 //!
 //! Owns: `CoreLink`: the ports of this core's streams, stream ids, admission at accept
 //! (draining, blocklist, `limits.connections_max`, the per-peer pre-Join cap), the read
-//! gate (`gate`: one check of the router's pause, frame memory, the stream's read-window
-//! credit and this core's frames in flight; passed by every frame once, right before
-//! `hand_over`, and by every read before it is issued, in `carrier::read_loop`, the one place
-//! every carrier reads; readers waiting for this core's frames in flight are woken one
-//! cohort after another, oldest first within a cohort, so a cohort whose readers hold every
-//! slot cannot keep another cohort's reader out), the Join and flush deadlines of this
-//! core's connections, the listeners a drain shuts, and the rate limit of log lines a peer
-//! can trigger.
+//! gate (`gate`, passed in `carrier::read_loop`, the one place every carrier reads: by every
+//! frame once, right before `hand_over`, for the router's pause, the stream's read-window
+//! credit and this core's frames in flight; by every read before it is issued, for the
+//! router's pause, frame memory and the credit; readers waiting for this core's frames in
+//! flight are woken one cohort after another, oldest first within a cohort, so a cohort
+//! whose readers hold every slot cannot keep another cohort's reader out), the Join and
+//! flush deadlines of this core's connections, the listeners a drain shuts, and the rate
+//! limit of log lines a peer can trigger.
 //! The carrier side (`admit`, `gate`, `hand_over`, `written`, `ended`, `frame_error`) is all
 //! a carrier may call: it sees ports, frames and credits, never the shard, the machine or
 //! another carrier. The shard side (`port`, `credit`, `expire_deadlines`, `start_drain`) is
