@@ -18,10 +18,9 @@
 //! - **a decoder** (`read::Decode`): the next complete frame in the read buffer, and the
 //!   answers to what else the carrier reads (a WebSocket ping). The decoder hands nothing
 //!   over: the read loop passes each frame through the read gate (`CoreLink::gate`: the
-//!   router's pause, frame memory, the stream's credit, the core's frames in flight)
-//!   exactly once and then hands it to the core (`CoreLink::hand_over`), and issues a read
-//!   only when the gate lets it (all of it but the core's frames in flight, which only a
-//!   frame queues for, in its cohort's turn);
+//!   router's pause, the stream's credit, the core's frames in flight) exactly once and
+//!   then hands it to the core (`CoreLink::hand_over`), and issues a read only when the
+//!   gate lets it (the router's pause, frame memory, the stream's credit);
 //! - **an encoder** (`encoding::Encoder`, on the port as its `Framing`): the per-message
 //!   header in front of the shared frame, computed once per delivery for every receiver
 //!   with the same key. A carrier that sends frames as they are (TCP) has none, and its
