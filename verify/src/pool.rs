@@ -28,7 +28,8 @@
 //! workers (docs/BENCHMARKS.md, "Two cores at N = 1"), leaving work only for idle workers
 //! did worse, because smaller batches finish, and release their stream's next frames,
 //! sooner. A job left in the queue is never stranded: a worker parked for its first job is
-//! parked in the channel, which wakes one for every job sent, and a worker that finishes
+//! woken by the next job queued, a worker parked with a batch begun by the job that would
+//! end its wait (its share, or a full batch) or by its deadline, and a worker that finishes
 //! comes back for more. With one worker the share is everything queued, as before.
 //!
 //! Each worker owns a [`Verifier`]: multi-lane BMT, a key cache, and the jobs of every
@@ -53,6 +54,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crossbeam::utils::Backoff;
 
 use crate::fair::{Bound, FairQueue};
 use crate::job::{Verified, VerifyError, VerifyRequest};
@@ -168,13 +171,25 @@ pub struct PoolStats {
 struct Queue<T> {
     jobs: FairQueue<Job<T>>,
     closed: bool,
+    /// Workers parked for the first job of a batch.
+    idle: usize,
+    /// Workers parked with a batch begun, until their deadline or until the queue holds
+    /// `room` more jobs (the least room of them).
+    filling: usize,
+    room: usize,
 }
 
 /// What the workers and the submitters share.
 struct Shared<T> {
     queue: Mutex<Queue<T>>,
-    /// Rung for every job queued and at close.
+    /// Rung for a job queued while a worker is idle, and at close.
     ready: Condvar,
+    /// Rung when the queue could fill a begun batch, and at close. A filling worker is not
+    /// woken for every job: its batch closes at its deadline or when full either way, and
+    /// a wake per job (the worker often shares the submitting core's CPU) preempts the
+    /// core at every submit, so a burst of a read's frames trickles in and the batches it
+    /// would have made shrink to a few jobs.
+    fill: Condvar,
 }
 
 impl<T> Shared<T> {
@@ -236,8 +251,12 @@ impl<T: Send + 'static> Pool<T> {
             queue: Mutex::new(Queue {
                 jobs: FairQueue::new(config.queue_jobs_max, config.queue_jobs_per_class_max),
                 closed: false,
+                idle: 0,
+                filling: 0,
+                room: 0,
             }),
             ready: Condvar::new(),
+            fill: Condvar::new(),
         });
         let stats = Arc::new(PoolStats::default());
         let on_batch = Arc::new(on_batch);
@@ -281,11 +300,19 @@ impl<T: Send + 'static> Pool<T> {
             }
             // Counted before a worker can take it, so the gauge never goes below zero.
             self.stats.depth.fetch_add(1, Ordering::Relaxed);
-            queue.jobs.push(class, job)
+            let pushed = queue.jobs.push(class, job);
+            let wake_idle = queue.idle > 0;
+            let wake_filling = queue.filling > 0 && queue.jobs.len() >= queue.room;
+            pushed.map(|()| (wake_idle, wake_filling))
         };
         match pushed {
-            Ok(()) => {
-                self.shared.ready.notify_one();
+            Ok((wake_idle, wake_filling)) => {
+                if wake_idle {
+                    self.shared.ready.notify_one();
+                }
+                if wake_filling {
+                    self.shared.fill.notify_all();
+                }
                 Ok(())
             }
             Err(refused) => {
@@ -329,6 +356,7 @@ impl<T: Send + 'static> Drop for Pool<T> {
     fn drop(&mut self) {
         self.shared.lock().closed = true;
         self.shared.ready.notify_all();
+        self.shared.fill.notify_all();
         for worker in self.workers.drain(..) {
             // A worker that panicked already reported it; joining the rest matters more.
             let _ = worker.join();
@@ -401,12 +429,15 @@ fn take_batch<T>(
         if queue.closed {
             return false;
         }
+        queue.idle += 1;
         queue = shared
             .ready
             .wait(queue)
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        queue.idle -= 1;
     };
     let deadline = first.queued_at + wait;
+    let backoff = Backoff::new();
     batch.push(first);
     while batch.len() < config.batch_jobs_max {
         if holds_share(batch.len(), queue.jobs.len(), config.workers) {
@@ -421,13 +452,40 @@ fn take_batch<T>(
         if wait.is_zero() || left.is_zero() || queue.closed {
             break;
         }
+        if !backoff.is_completed() {
+            // Before parking, a few spins and yields: a worker sharing the submitting core's
+            // CPU lets the core queue the rest of its burst, instead of closing a batch of
+            // the first few jobs at its deadline while the core waits for the CPU.
+            drop(queue);
+            backoff.snooze();
+            queue = shared.lock();
+            continue;
+        }
+        let room = fill_room(batch.len(), config);
+        queue.room = if queue.filling == 0 {
+            room
+        } else {
+            queue.room.min(room)
+        };
+        queue.filling += 1;
         queue = shared
-            .ready
+            .fill
             .wait_timeout(queue, left)
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .0;
+        queue.filling -= 1;
     }
     true
+}
+
+/// The fewest queued jobs at which a worker holding `held` jobs stops waiting for more: with
+/// other workers, any job (it then holds its share, `holds_share`); alone, a full batch.
+fn fill_room(held: usize, config: PoolConfig) -> usize {
+    if config.workers > 1 {
+        1
+    } else {
+        config.batch_jobs_max - held
+    }
 }
 
 /// Whether a worker holding `held` jobs, with `queued` more in the queue, has its share of
@@ -830,6 +888,27 @@ mod tests {
         assert_eq!(stats.class_full.load(Ordering::Relaxed), 1);
         assert_eq!(stats.full.load(Ordering::Relaxed), 0);
         release.send(()).expect("worker waiting");
+    }
+
+    /// A worker parked with a batch begun is woken exactly when it would stop waiting: the
+    /// room `submit` waits for ends the wait by the share or by a full batch.
+    #[test]
+    fn a_filling_worker_is_woken_by_the_job_that_ends_its_wait() {
+        for workers in 1..=4 {
+            let config = PoolConfig {
+                workers,
+                ..PoolConfig::default()
+            };
+            for held in 1..config.batch_jobs_max {
+                let room = fill_room(held, config);
+                let ends = holds_share(held, room, workers) || held + room >= config.batch_jobs_max;
+                assert!(ends, "workers {workers}, held {held}: room {room}");
+                let fewer = room - 1;
+                let ends_sooner = (fewer > 0 && holds_share(held, fewer, workers))
+                    || held + fewer >= config.batch_jobs_max;
+                assert!(!ends_sooner, "workers {workers}, held {held}: woken late");
+            }
+        }
     }
 
     #[test]

@@ -279,7 +279,7 @@ impl Shard {
         let budget_left = self.fanout_budget_left();
         let may_wait = self.link.settings().write_coalesce_us > 0
             && budget_left > 0
-            && self.verifications.get() >= budget_left
+            && (self.verifications.get() >= budget_left || self.cut_short())
             && !self.link.draining()
             && self.coalesce_left() != Some(Duration::ZERO);
         if !may_wait {
@@ -292,6 +292,13 @@ impl Shard {
             self.coalescing_since.set(Some(Instant::now()));
         }
         true
+    }
+
+    /// Whether this turn stopped at `DELIVERIES_PER_TURN_MAX` with results left: the next
+    /// turn applies them as soon as the other tasks ran, so the writes wait for them too (a
+    /// flush at every cut would split a large cohort's writes into a few frames each).
+    fn cut_short(&self) -> bool {
+        self.turn_deliveries.get() >= DELIVERIES_PER_TURN_MAX && !self.results.borrow().is_empty()
     }
 
     /// How long the writes may still wait, while they wait.

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use monoio::io::Splitable;
 use monoio::net::{TcpListener, TcpStream};
 
-use super::carrier::{self, Cancellers, Decode, WriteEnd};
+use super::carrier::{self, Cancellers, Decode, Decoded, WriteEnd};
 use super::link::CoreLink;
 use super::port::{Port, Transport};
 use super::read_buffer::ReadBuffer;
@@ -89,19 +89,13 @@ struct Frames<'a> {
 }
 
 impl Decode for Frames<'_> {
-    async fn decode(&mut self, buffer: &mut ReadBuffer) -> Option<ClosedBy> {
-        loop {
-            match buffer.next_frame(self.frame_bytes_max) {
-                Ok(Some(frame)) => {
-                    if !self.link.hand_over(self.port, frame).await {
-                        return Some(ClosedBy::Peer);
-                    }
-                }
-                Ok(None) => return None,
-                Err(error) => {
-                    self.link.frame_error(self.port, &error);
-                    return Some(ClosedBy::Io);
-                }
+    async fn next(&mut self, buffer: &mut ReadBuffer) -> Decoded {
+        match buffer.next_frame(self.frame_bytes_max) {
+            Ok(Some(frame)) => Decoded::Frame(frame),
+            Ok(None) => Decoded::Incomplete,
+            Err(error) => {
+                self.link.frame_error(self.port, &error);
+                Decoded::End(ClosedBy::Io)
             }
         }
     }

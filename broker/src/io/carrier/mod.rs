@@ -4,19 +4,23 @@
 //! Owns, by module: `socket` (the accept loop's next connection with its backoff, the
 //! socket options of an accepted connection, the cancellation of a stream's operations in
 //! flight and the close hook that arms it, half-close and zero linger), `read` (the read
-//! loop: bytes into the stream's `ReadBuffer` as the link's read window allows, handed to
-//! the carrier's decoder) and `write` (the writer task: what the kernel refused to the
-//! core's direct vectored write, and everything queued after it, many messages per
-//! `writev`, until the stream flushes or resets).
+//! loop: bytes into the stream's `ReadBuffer`, through the carrier's decoder, and every
+//! frame through the read gate to the core; the one place a carrier passes the gate) and
+//! `write` (the writer task: what the kernel refused to the core's direct vectored write,
+//! and everything queued after it, many messages per `writev`, until the stream flushes or
+//! resets).
 //!
 //! The contract a carrier fulfils (TCP in `tcp`, WebSocket in `ws`; a third, such as
 //! libp2p, is the same three things and nothing else):
 //! - **bytes**: a connection that reads into an owned buffer and writes owned vectors with
 //!   a cancel handle (`CancelableAsyncReadRent`/`CancelableAsyncWriteRent`), and a socket
 //!   fd the core may write to directly (`Port::attach_socket`);
-//! - **a decoder** (`read::Decode`): the complete frames in the read buffer, each handed to
-//!   the core with `CoreLink::hand_over` (the gate a frame passes: the stream's credit,
-//!   frames in flight, frame memory, the router's pause);
+//! - **a decoder** (`read::Decode`): the next complete frame in the read buffer, and the
+//!   answers to what else the carrier reads (a WebSocket ping). The decoder hands nothing
+//!   over: the read loop passes each frame through the read gate (`CoreLink::gate`: the
+//!   router's pause, the stream's credit, the core's frames in flight) exactly once and
+//!   then hands it to the core (`CoreLink::hand_over`), and issues a read only when the
+//!   gate lets it (the router's pause, frame memory, the stream's credit);
 //! - **an encoder** (`encoding::Encoder`, on the port as its `Framing`): the per-message
 //!   header in front of the shared frame, computed once per delivery for every receiver
 //!   with the same key. A carrier that sends frames as they are (TCP) has none, and its
@@ -33,7 +37,7 @@ mod read;
 mod socket;
 mod write;
 
-pub use read::{Decode, read_loop};
+pub use read::{Decode, Decoded, read_loop};
 #[cfg(test)]
 pub use socket::KEEPALIVE_PROBES;
 pub use socket::{Cancellers, accept_next, configure, set_linger_zero, shutdown_write};

@@ -27,8 +27,10 @@ use monoio::net::TcpStream;
 
 use super::bridge_session::BridgeSession;
 use super::close;
-use crate::io::carrier::{self, Cancellers, Decode, WriteEnd, set_linger_zero, shutdown_write};
-use crate::io::link::CoreLink;
+use crate::io::carrier::{
+    self, Cancellers, Decode, Decoded, WriteEnd, set_linger_zero, shutdown_write,
+};
+use crate::io::link::{Admit, CoreLink};
 use crate::io::outgoing::{Outgoing, Prefix};
 use crate::io::port::{Closing, ControlKind, Farewell, Port};
 use crate::io::read_buffer::ReadBuffer;
@@ -97,7 +99,13 @@ pub async fn run(
         write_handle,
     ));
     let joined = match join {
-        Some(join) => link.hand_over(&port, join).await,
+        Some(join) => {
+            let open = link.gate(&port, Admit::Frame).await;
+            if open {
+                link.hand_over(&port, join);
+            }
+            open
+        }
         None => true,
     };
     let cause = if joined {
@@ -243,13 +251,6 @@ struct Reading<'a> {
     bridge: Option<Rc<BridgeSession>>,
 }
 
-/// What one message did to the session.
-enum Next {
-    Continue,
-    /// The session ends (the close was noted on the port where there is one).
-    End(ClosedBy),
-}
-
 impl<'a> Reading<'a> {
     fn new(
         link: &'a CoreLink,
@@ -275,31 +276,32 @@ impl<'a> Reading<'a> {
         }
     }
 
-    async fn event(&mut self, event: Event) -> Next {
+    /// What one event is for the stream: a frame, its end, or nothing (answered here).
+    async fn event(&mut self, event: Event) -> Option<Decoded> {
         match event {
-            Event::Message { text: true, .. } => Next::End(self.fault(Farewell::new(
+            Event::Message { text: true, .. } => Some(Decoded::End(self.fault(Farewell::new(
                 close::UNSUPPORTED_DATA,
                 "text message: this endpoint takes binary messages",
-            ))),
+            )))),
             Event::Message {
                 text: false,
                 payload,
-            } => self.message(&payload).await,
+            } => Some(self.message(&payload)),
             Event::Ping(payload) => {
                 if !self.control.allow() {
-                    return Next::End(self.flood());
+                    return Some(Decoded::End(self.flood()));
                 }
                 self.port.push_control(
                     ControlKind::Pong,
                     control_message(Opcode::Pong, owned(&payload)),
                 );
-                Next::Continue
+                None
             }
             Event::Pong(_) => {
                 if !self.control.allow() {
-                    return Next::End(self.flood());
+                    return Some(Decoded::End(self.flood()));
                 }
-                Next::Continue
+                None
             }
             Event::Close(frame) => {
                 // The peer closes: what is queued for it still goes, then our close.
@@ -307,13 +309,13 @@ impl<'a> Reading<'a> {
                 self.port
                     .note_closing(Closing::Carrier(Farewell::new(code, "")));
                 self.link.wait_consumed(self.port).await;
-                Next::End(ClosedBy::Peer)
+                Some(Decoded::End(ClosedBy::Peer))
             }
         }
     }
 
     /// A binary message: the next frame of the stream.
-    async fn message(&mut self, payload: &[u8]) -> Next {
+    fn message(&mut self, payload: &[u8]) -> Decoded {
         let frame = match &self.bridge {
             None => self.native_frame(payload),
             Some(session) => {
@@ -321,14 +323,9 @@ impl<'a> Reading<'a> {
                 self.bridged_frame(&session, payload)
             }
         };
-        let frame = match frame {
-            Ok(frame) => frame,
-            Err(farewell) => return Next::End(self.fault(farewell)),
-        };
-        if self.link.hand_over(self.port, frame).await {
-            Next::Continue
-        } else {
-            Next::End(ClosedBy::Peer)
+        match frame {
+            Ok(frame) => Decoded::Frame(frame),
+            Err(farewell) => Decoded::End(self.fault(farewell)),
         }
     }
 
@@ -393,16 +390,16 @@ impl<'a> Reading<'a> {
 /// The WebSocket decoder: RFC 6455 frames out of the read buffer; a message is the next
 /// frame of the stream, a control frame is answered here.
 impl Decode for Reading<'_> {
-    async fn decode(&mut self, buffer: &mut ReadBuffer) -> Option<ClosedBy> {
+    async fn next(&mut self, buffer: &mut ReadBuffer) -> Decoded {
         loop {
             let event = match self.decoder.decode(buffer.unparsed()) {
                 Ok(Some(event)) => event,
-                Ok(None) => return None,
-                Err(error) => return Some(self.fault(Farewell::of_protocol(&error))),
+                Ok(None) => return Decoded::Incomplete,
+                Err(error) => return Decoded::End(self.fault(Farewell::of_protocol(&error))),
             };
             self.heard.set(Instant::now());
-            if let Next::End(cause) = self.event(event).await {
-                return Some(cause);
+            if let Some(decoded) = self.event(event).await {
+                return decoded;
             }
         }
     }
