@@ -148,3 +148,92 @@ pub fn reset_slow(link: &CoreLink, port: &Port, why: &dyn fmt::Display) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::rc::Rc;
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+
+    use super::{Receivers, expire_stalled};
+    use crate::io::harness;
+    use crate::io::link::CoreLink;
+    use crate::io::outgoing::Outgoing;
+    use crate::io::port::{Life, Port, Transport};
+
+    fn link_with(edit: impl FnOnce(&mut crate::config::BrokerConfig)) -> CoreLink {
+        let (shared, _) = harness::shared(1, |config| {
+            config.limits.prejoin_connections_per_peer_max = 64;
+            edit(config);
+        });
+        CoreLink::new(0, shared)
+    }
+
+    /// A port of `link` from 127.0.0.`host` holding `bytes` queued, stamped at `at`.
+    fn holding(link: &CoreLink, host: u8, bytes: usize, at: Instant) -> Rc<Port> {
+        let port = link
+            .admit(IpAddr::V4(Ipv4Addr::new(127, 0, 0, host)), Transport::Tcp)
+            .expect("admitted");
+        link.start_turn(at);
+        port.enqueue(Outgoing::bare(Bytes::from(vec![0; bytes])), None, None)
+            .expect("room");
+        port
+    }
+
+    #[test]
+    fn under_memory_pressure_the_largest_stalled_holders_go_first_a_few_a_scan() {
+        let link = link_with(|config| {
+            config.limits.frame_memory_bytes_max = 4096;
+            config.limits.history_bytes_max = 8194;
+        });
+        let now = Instant::now();
+        let long_ago = now
+            .checked_sub(Duration::from_secs(1))
+            .expect("a second ago");
+        let stalled: Vec<Rc<Port>> = (1..=20)
+            .map(|host| holding(&link, host, usize::from(host) * 10, long_ago))
+            .collect();
+        let moving = holding(&link, 30, 10_000, now);
+        let receivers = Receivers::default();
+        receivers.check(&link, now);
+        assert!(
+            stalled.iter().all(|port| port.is_open()),
+            "no pressure, no reset"
+        );
+        let hog = link.memory().frame(&[0; 4096]);
+        receivers.check(&link, now + Duration::from_millis(20));
+        let reset: Vec<bool> = stalled
+            .iter()
+            .map(|port| port.life() == Life::Resetting)
+            .collect();
+        assert_eq!(reset[..4], [false; 4], "the four smallest are kept");
+        assert_eq!(reset[4..], [true; 16], "the sixteen largest are reset");
+        assert!(
+            moving.is_open(),
+            "a stream whose bytes move is never a victim"
+        );
+        assert_eq!(link.metrics().memory_pressure_resets.get(), 16);
+        assert_eq!(link.metrics().queue_resets.get(), 16);
+        drop(hog);
+    }
+
+    #[test]
+    fn a_stream_whose_bytes_stood_still_past_the_deadline_is_reset() {
+        let link = link_with(|config| config.timeouts.write_progress_deadline_ms = 500);
+        let now = Instant::now();
+        let long_ago = now
+            .checked_sub(Duration::from_secs(1))
+            .expect("a second ago");
+        let stuck = holding(&link, 1, 100, long_ago);
+        let recent = holding(&link, 2, 100, now);
+        let idle = link
+            .admit(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)), Transport::Tcp)
+            .expect("admitted");
+        expire_stalled(&link, now);
+        assert_eq!(stuck.life(), Life::Resetting);
+        assert!(recent.is_open() && idle.is_open(), "{recent:?} {idle:?}");
+        assert_eq!(link.metrics().write_progress_timeouts.get(), 1);
+    }
+}
