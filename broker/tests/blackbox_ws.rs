@@ -584,6 +584,21 @@ fn cohortz_shows_each_streams_transport_and_pubsub_lists_topics() {
 // ---- bad input: each gets its answer and costs one session ----
 
 /// The broker still serves: a native session joins, and nobody was blocklisted.
+/// Keepalive pings and pongs are queued like frames (their bytes held until written): a
+/// session pinged every 100 ms, which pings the broker too, gets its pings and pongs and
+/// the broker goes on serving.
+#[test]
+fn keepalive_pings_and_pongs_are_written_and_the_broker_goes_on() {
+    let broker = Broker::start(&["ws.ping_interval_ms=100"]);
+    let spec = explicit(98, &key(1).address(), false);
+    let (mut ws, status, _) = Ws::native_join(&broker, &spec, &key(51).address());
+    assert_eq!(status, Status::Ok);
+    let pings = ws.pings_within(std::time::Duration::from_millis(1500));
+    assert!(pings >= 3, "{pings} pings in 1.5 s at a 100 ms interval");
+    still_serving(&broker);
+    assert_eq!(broker.metric("bps_held_bytes"), 0, "nothing left held");
+}
+
 fn still_serving(broker: &Broker) {
     let spec = explicit(99, &key(1).address(), false);
     let (_, status, _) = Ws::native_join(broker, &spec, &key(50).address());

@@ -658,8 +658,19 @@ impl Port {
             return;
         }
         let mut control = self.control.borrow_mut();
-        control.retain(|(queued, _)| *queued != kind);
+        let mut replaced = 0;
+        control.retain(|(queued, unwritten)| {
+            let same = *queued == kind;
+            if same {
+                replaced += unwritten.len();
+            }
+            !same
+        });
+        let bytes = message.len();
         control.push_back((kind, message));
+        drop(control);
+        self.release_bytes(replaced, 0);
+        self.queue_bytes(bytes);
         self.write_wake.notify();
     }
 
@@ -1026,6 +1037,25 @@ mod tests {
             .expect("exactly at the bound");
         assert_eq!(held.total(), 10);
         port.reset();
+        assert_eq!((port.held_bytes(), held.total()), (0, 0));
+    }
+
+    #[test]
+    fn control_messages_are_held_like_frames_and_a_replaced_one_is_released() {
+        use crate::io::outgoing::Prefix;
+        let held = Rc::new(HeldBytes::default());
+        let port = port_in(Rc::clone(&held), 1 << 20);
+        let pong = |payload: &'static [u8]| {
+            Outgoing::new(Prefix::of(&[0x8a, 3]), Bytes::from_static(payload))
+        };
+        port.push_control(super::ControlKind::Pong, pong(b"abc"));
+        port.push_control(super::ControlKind::Pong, pong(b"xyz"));
+        assert_eq!(held.total(), 5, "the newer pong replaced the older one");
+        port.enqueue(Outgoing::bare(Bytes::from_static(b"frame")), None, None)
+            .expect("room");
+        let batch = port.take_writing(8).expect("the pong and the frame");
+        assert_eq!((batch.frames(), held.total()), (1, 10));
+        port.return_writing(batch);
         assert_eq!((port.held_bytes(), held.total()), (0, 0));
     }
 }

@@ -195,6 +195,38 @@ impl Ws {
             .expect("read timeout");
     }
 
+    /// Pings of the broker read within `within` (each answered by tungstenite with a pong),
+    /// after sending one ping of our own; panics on anything but pings and pongs.
+    pub fn pings_within(&mut self, within: Duration) -> usize {
+        self.socket
+            .send(Message::Ping(Bytes::from_static(b"hello")))
+            .expect("send a ping");
+        let deadline = Instant::now() + within;
+        let mut pings = 0;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let wait = left.max(Duration::from_millis(1));
+            self.socket
+                .get_mut()
+                .set_read_timeout(Some(wait))
+                .expect("read timeout");
+            match self.socket.read() {
+                Ok(Message::Ping(_)) => pings += 1,
+                Ok(Message::Pong(_)) => {}
+                Err(tungstenite::Error::Io(error))
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                other => panic!("expected pings, got {other:?}"),
+            }
+        }
+        self.socket
+            .get_mut()
+            .set_read_timeout(Some(WAIT))
+            .expect("read timeout");
+        pings
+    }
+
     /// Stops reading (the socket stays open, its receive buffer fills).
     pub fn into_socket(self) -> TcpStream {
         self.socket.into_inner()
