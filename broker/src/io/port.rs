@@ -629,6 +629,7 @@ impl Port {
             .unwrap_or_else(|| IoBatch::with_capacity(0));
         if batch.is_done() {
             batch.clear();
+            self.batch_done();
             self.fill(&mut batch, frames_max);
         }
         if batch.is_empty() {
