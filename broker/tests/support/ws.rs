@@ -136,12 +136,7 @@ impl Ws {
                 Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
                     return Err(WsEnd::Dropped);
                 }
-                Err(tungstenite::Error::Io(error))
-                    if matches!(
-                        error.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
+                Err(error) if timed_out(&error) => {
                     panic!("no message within {WAIT:?}")
                 }
                 Err(_) => return Err(WsEnd::Dropped),
@@ -182,11 +177,7 @@ impl Ws {
             .set_read_timeout(Some(quiet))
             .expect("read timeout");
         match self.socket.read() {
-            Err(tungstenite::Error::Io(error))
-                if matches!(
-                    error.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+            Err(error) if timed_out(&error) => {}
             other => panic!("expected quiet, got {other:?}"),
         }
         self.socket
@@ -212,11 +203,7 @@ impl Ws {
             match self.socket.read() {
                 Ok(Message::Ping(_)) => pings += 1,
                 Ok(Message::Pong(_)) => {}
-                Err(tungstenite::Error::Io(error))
-                    if matches!(
-                        error.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
+                Err(error) if timed_out(&error) => {}
                 other => panic!("expected pings, got {other:?}"),
             }
         }
@@ -323,6 +310,15 @@ impl RawWs {
 }
 
 /// An upgrade request for `target` with `key`.
+/// Whether a read ended at its read timeout (nothing arrived), not on a fault.
+fn timed_out(error: &tungstenite::Error) -> bool {
+    matches!(
+        error,
+        tungstenite::Error::Io(error)
+            if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+    )
+}
+
 pub fn upgrade_request(target: &str, key: &str) -> String {
     format!(
         "GET {target} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n"
