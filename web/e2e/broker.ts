@@ -46,12 +46,17 @@ export async function startBroker(staticDir: string): Promise<RunningBroker> {
   const child = spawn(
     binary,
     [
-      "--listen", "127.0.0.1:0",
-      "--admin-listen", "127.0.0.1:0",
-      "--ws-listen", "127.0.0.1:0",
-      "--set", `ws.static_dir=${staticDir}`,
+      "--listen",
+      "127.0.0.1:0",
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--ws-listen",
+      "127.0.0.1:0",
+      "--set",
+      `ws.static_dir=${staticDir}`,
       // One core: the machine is shared, and one is plenty for a few pages.
-      "--cores", "1",
+      "--cores",
+      "1",
     ],
     { stdio: ["ignore", "ignore", "pipe"] },
   );

@@ -33,7 +33,20 @@ it("a page given a forged delivery marks it as failed verification and does not 
     await waitForText(viewer.page, "status", "watching");
     const frames = ["first frame", "second frame", "third frame"];
     const topic = toHex(keccak256(utf8(room)));
-    await publish(["--target", tcp, "--topic", topic, "--binding", "feed-topic", "--admin", admin.address, "--key", admin.key, "--message", ...frames]);
+    await publish([
+      "--target",
+      tcp,
+      "--topic",
+      topic,
+      "--binding",
+      "feed-topic",
+      "--admin",
+      admin.address,
+      "--key",
+      admin.key,
+      "--message",
+      ...frames,
+    ]);
     await waitForCount(viewer.page, "message", 2);
     await waitForCount(viewer.page, "failure", 1);
 

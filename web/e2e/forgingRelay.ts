@@ -101,7 +101,7 @@ function floodCopy(genuine: Uint8Array, copy: number): Uint8Array {
   const message = genuine.slice();
   const { at, length } = payloadAt(message);
   const bit = copy % (length * 8);
-  message[at + Math.floor(bit / 8)] = message[at + Math.floor(bit / 8)]! ^ (1 << bit % 8);
+  message[at + Math.floor(bit / 8)] = message[at + Math.floor(bit / 8)]! ^ (1 << (bit % 8));
   return message;
 }
 
@@ -112,7 +112,10 @@ function payloadAt(message: Uint8Array): { at: number; length: number } {
   if (broadcast?.ok !== true) throw new Error("not a Broadcast");
   const soc = parseSoc(broadcast.value.soc);
   if (!soc.ok || soc.value.payload.length === 0) throw new Error("the DATA frame has no payload to forge");
-  return { at: indexOf(message, broadcast.value.soc.subarray(0, SOC_MIN_CHUNK_SIZE)) + SOC_MIN_CHUNK_SIZE, length: soc.value.payload.length };
+  return {
+    at: indexOf(message, broadcast.value.soc.subarray(0, SOC_MIN_CHUNK_SIZE)) + SOC_MIN_CHUNK_SIZE,
+    length: soc.value.payload.length,
+  };
 }
 
 /** Flips one payload byte of the DATA frame in `message`, in place. */

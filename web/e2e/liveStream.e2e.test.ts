@@ -71,4 +71,3 @@ it("a page broadcasts as the live stream's admin and bps sub over TCP verifies e
     await host.close();
   }
 });
-

@@ -43,7 +43,20 @@ it("a flood of forged deliveries is checked in the worker within its budget, the
     expect(viewer.page.workers().map((worker) => new URL(worker.url()).pathname)).toEqual(["/verifyWorker.js"]);
     const topic = toHex(keccak256(utf8(room)));
     const pub = (...texts: string[]) =>
-      publish(["--target", tcp, "--topic", topic, "--binding", "feed-topic", "--admin", admin.address, "--key", admin.key, "--message", ...texts]);
+      publish([
+        "--target",
+        tcp,
+        "--topic",
+        topic,
+        "--binding",
+        "feed-topic",
+        "--admin",
+        admin.address,
+        "--key",
+        admin.key,
+        "--message",
+        ...texts,
+      ]);
     await pub("first frame", "second frame", "third frame");
     await waitForCount(viewer.page, "failure", 1);
 
@@ -52,7 +65,9 @@ it("a flood of forged deliveries is checked in the worker within its budget, the
     const floodSeen = Date.now();
     for (;;) {
       const started = Date.now();
-      const pending = await viewer.page.evaluate(() => document.querySelector('[data-testid="verify-stats"]')?.getAttribute("data-pending"));
+      const pending = await viewer.page.evaluate(() =>
+        document.querySelector('[data-testid="verify-stats"]')?.getAttribute("data-pending"),
+      );
       slowestMs = Math.max(slowestMs, Date.now() - started);
       if (pending === "0" || Date.now() - floodSeen > DRAIN_DEADLINE_MS) break;
       await viewer.page.waitForTimeout(100);
@@ -76,7 +91,9 @@ it("a flood of forged deliveries is checked in the worker within its budget, the
     expect(inWorker + dropped).toBeGreaterThanOrEqual(FLOOD_COPIES + 2);
     expect(text).toContain(`dropped unverified: ${dropped}`);
     // Forgeries of one kind in a row are one line with a count, not a line per copy.
-    const repeats = await testId(viewer.page, "failure").evaluateAll((nodes) => nodes.map((node) => Number(node.getAttribute("data-repeat"))));
+    const repeats = await testId(viewer.page, "failure").evaluateAll((nodes) =>
+      nodes.map((node) => Number(node.getAttribute("data-repeat"))),
+    );
     expect(repeats.length).toBeLessThanOrEqual(3);
     expect(repeats.reduce((sum, repeat) => sum + repeat, 0)).toBeGreaterThan(1);
 

@@ -133,11 +133,7 @@ export type DropReason =
   | { readonly code: "malformed-eos"; readonly index: bigint; readonly span: bigint; readonly payloadLength: number };
 
 /** What one received frame turned out to be. */
-export type Verdict =
-  | DataVerdict
-  | RosterVerdict
-  | { readonly type: "eos" }
-  | { readonly type: "dropped"; readonly reason: DropReason };
+export type Verdict = DataVerdict | RosterVerdict | { readonly type: "eos" } | { readonly type: "dropped"; readonly reason: DropReason };
 
 /** Bounds of an `Admission`. */
 export interface AdmissionOptions {

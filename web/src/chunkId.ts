@@ -52,12 +52,7 @@ export function feedId(topic: Uint8Array, index: bigint): Uint8Array {
 }
 
 /** The chunk id of a frame: the feed id of `index` in the kind's session feed. */
-export function sessionChunkId(
-  kind: KnownKind,
-  topic: Uint8Array,
-  challenge: Uint8Array,
-  index: bigint,
-): Uint8Array {
+export function sessionChunkId(kind: KnownKind, topic: Uint8Array, challenge: Uint8Array, index: bigint): Uint8Array {
   return feedId(sessionTopic(kind, topic, challenge), index);
 }
 

@@ -27,9 +27,7 @@ export class BpsError<F extends Fault = Fault> extends Error {
 }
 
 /** The outcome of a check on peer bytes: a value, or the typed reason it failed. */
-export type Result<T, F extends Fault> =
-  | { readonly ok: true; readonly value: T }
-  | { readonly ok: false; readonly fault: F };
+export type Result<T, F extends Fault> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly fault: F };
 
 /** A successful `Result`. */
 export function ok<T>(value: T): { readonly ok: true; readonly value: T } {

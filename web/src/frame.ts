@@ -79,10 +79,7 @@ export interface FrameHeader {
  * `ok(undefined)`: the varint is not complete yet. A length above `frameBytesMax` is
  * refused here, whether or not the body has arrived.
  */
-export function peekFrame(
-  buffer: Uint8Array,
-  frameBytesMax: number,
-): Result<FrameHeader | undefined, FrameFault> {
+export function peekFrame(buffer: Uint8Array, frameBytesMax: number): Result<FrameHeader | undefined, FrameFault> {
   let declared = 0n;
   const limit = Math.min(buffer.length, VARINT_BYTES_MAX);
   for (let position = 0; position < limit; position++) {
@@ -123,10 +120,7 @@ export function encodeFrame(body: Uint8Array): Uint8Array {
  * One WebSocket message of the native endpoint: exactly one frame, prefix and body, nothing
  * more or less. Returns the body (a view into `message`).
  */
-export function decodeFrameMessage(
-  message: Uint8Array,
-  frameBytesMax: number,
-): Result<Uint8Array, FrameMessageFault> {
+export function decodeFrameMessage(message: Uint8Array, frameBytesMax: number): Result<Uint8Array, FrameMessageFault> {
   const peeked = peekFrame(message, frameBytesMax);
   if (!peeked.ok) return peeked;
   const header = peeked.value;

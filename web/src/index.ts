@@ -44,14 +44,7 @@ export { IndexSequences, SequenceError, wallClockIndex } from "./indexSequences.
 export type { SequenceFault, SequencedKind } from "./indexSequences.js";
 export { memoryTransport } from "./memoryTransport.js";
 export type { MemoryPeer } from "./memoryTransport.js";
-export {
-  Outbox,
-  PublishError,
-  PublisherError,
-  QUEUED_PUBLICATIONS_MAX_DEFAULT,
-  describePublishFault,
-  mineOwnerId,
-} from "./outbox.js";
+export { Outbox, PublishError, PublisherError, QUEUED_PUBLICATIONS_MAX_DEFAULT, describePublishFault, mineOwnerId } from "./outbox.js";
 export type { Outgoing, OutboxOptions, Publication, PublishFault, PublisherFault, Role } from "./outbox.js";
 export { Publisher, SEND_BUFFER_BYTES_MAX_DEFAULT } from "./publisher.js";
 export type { PublisherEnd, PublisherEvent, PublisherOptions } from "./publisher.js";

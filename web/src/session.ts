@@ -78,8 +78,7 @@ export interface SessionHandlers {
 
 /** The broker's answer to a Join. */
 export type JoinOutcome =
-  | { readonly ok: true; readonly session: Session }
-  | { readonly ok: false; readonly status: Status.FULL | Status.REJECTED };
+  { readonly ok: true; readonly session: Session } | { readonly ok: false; readonly status: Status.FULL | Status.REJECTED };
 
 type Phase =
   | { readonly name: "handshake"; readonly settle: (outcome: JoinOutcome | SessionFault) => void }

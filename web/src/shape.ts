@@ -87,12 +87,7 @@ function checkProximity(binding: Binding, topic: Uint8Array, soc: Recovered): Sh
  * authorship (R11). `index` is the frame's; only FEED_TOPIC reads it (D4). Returns the
  * dedup key (R28).
  */
-export function checkImplicit(
-  binding: Binding,
-  topic: Uint8Array,
-  index: bigint,
-  soc: Recovered,
-): Result<Uint8Array, ShapeFault> {
+export function checkImplicit(binding: Binding, topic: Uint8Array, index: bigint, soc: Recovered): Result<Uint8Array, ShapeFault> {
   switch (binding) {
     case TopicBinding.MNEMONIC:
       return ok(soc.address);

@@ -49,11 +49,6 @@ export function signBroadcast(
  * the challenge is empty, and the index is set only when given (implicit FEED_TOPIC, D4;
  * proto3 cannot tell 0 from unset on the wire). Throws `PayloadError`.
  */
-export function signImplicit(
-  key: SigningKey,
-  id: Uint8Array,
-  index: bigint | undefined,
-  payload: Uint8Array,
-): SignedFrame {
+export function signImplicit(key: SigningKey, id: Uint8Array, index: bigint | undefined, payload: Uint8Array): SignedFrame {
   return signed(signSoc(key, id, payload), Kind.DATA, new Uint8Array(0), index ?? 0n);
 }

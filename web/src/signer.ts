@@ -49,9 +49,7 @@ export function addressOfPublicKey(uncompressed: Uint8Array): Uint8Array {
 
 /** Why 32 bytes are not a usable secret key. */
 export type KeyFault =
-  | { readonly code: "key-length"; readonly bytes: number }
-  | { readonly code: "key-zero" }
-  | { readonly code: "key-out-of-range" };
+  { readonly code: "key-length"; readonly bytes: number } | { readonly code: "key-zero" } | { readonly code: "key-out-of-range" };
 
 /** A secret key that cannot be used. */
 export class KeyError extends BpsError<KeyFault> {}
@@ -164,10 +162,7 @@ export function describeSignatureFault(fault: SignatureFault): string {
 }
 
 /** The uncompressed public key that made `signature` over the EIP-191 hash of `data`. */
-export function recoverPublicKey(
-  signature: Uint8Array,
-  data: Uint8Array,
-): Result<Uint8Array, SignatureFault> {
+export function recoverPublicKey(signature: Uint8Array, data: Uint8Array): Result<Uint8Array, SignatureFault> {
   if (signature.length !== SIGNATURE_BYTES) {
     return fail({ code: "signature-length", bytes: signature.length });
   }

@@ -188,12 +188,7 @@ export function checkPayload(payload: Uint8Array): void {
  * written as given, by default the payload length (0 for AUTH and EOS). Throws
  * `PayloadError` for a payload over 4096 bytes.
  */
-export function signSoc(
-  key: SigningKey,
-  id: Uint8Array,
-  payload: Uint8Array,
-  span: bigint = BigInt(payload.length),
-): Uint8Array {
+export function signSoc(key: SigningKey, id: Uint8Array, payload: Uint8Array, span: bigint = BigInt(payload.length)): Uint8Array {
   if (id.length !== HASH_BYTES) throw new RangeError(`signSoc: id of ${id.length} bytes, expected ${HASH_BYTES}`);
   checkPayload(payload);
   const spanBytes = le64(span);

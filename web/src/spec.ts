@@ -17,14 +17,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 
 import { ADDRESS_BYTES, HASH_BYTES } from "./bytes.js";
 import { BpsError, type Result, fail, ok } from "./errors.js";
-import {
-  type CohortSpec,
-  CohortSpecSchema,
-  type Join,
-  JoinSchema,
-  PublisherRegime,
-  TopicBinding,
-} from "./gen/bps_pb.js";
+import { type CohortSpec, CohortSpecSchema, type Join, JoinSchema, PublisherRegime, TopicBinding } from "./gen/bps_pb.js";
 
 /** A binding that is specified (UNSPECIFIED is always rejected, so it has no typed value). */
 export type Binding = Exclude<TopicBinding, TopicBinding.TOPIC_BINDING_UNSPECIFIED>;

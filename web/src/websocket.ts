@@ -58,8 +58,7 @@ function bytesOf(data: unknown): Uint8Array | undefined {
 
 /** Links to the native endpoint at `url` (module docs). */
 export function webSocketTransport(url: string, options: WebSocketTransportOptions = {}): Transport {
-  const Constructor =
-    options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+  const Constructor = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
   if (Constructor === undefined) {
     const fault: TransportFault = {
       code: "connect-failed",
@@ -71,12 +70,7 @@ export function webSocketTransport(url: string, options: WebSocketTransportOptio
   return { open: (handlers) => openSocket(Constructor, url, connectTimeoutMs, handlers) };
 }
 
-function openSocket(
-  Constructor: WebSocketConstructor,
-  url: string,
-  connectTimeoutMs: number,
-  handlers: LinkHandlers,
-): Promise<Link> {
+function openSocket(Constructor: WebSocketConstructor, url: string, connectTimeoutMs: number, handlers: LinkHandlers): Promise<Link> {
   return new Promise((resolve, reject) => {
     let socket: WebSocketLike;
     try {

@@ -15,16 +15,7 @@ import { type DescMessage, type MessageShape, create, fromBinary, toBinary } fro
 
 import { type Result, fail, ok } from "./errors.js";
 import { encodeFrame } from "./frame.js";
-import {
-  type Ack,
-  AckSchema,
-  type Broadcast,
-  BroadcastSchema,
-  type Join,
-  JoinSchema,
-  Kind,
-  Status,
-} from "./gen/bps_pb.js";
+import { type Ack, AckSchema, type Broadcast, BroadcastSchema, type Join, JoinSchema, Kind, Status } from "./gen/bps_pb.js";
 
 export {
   type Ack,

@@ -32,7 +32,8 @@ const stranger = key(9);
 const explicit = spec(admin, TopicBinding.FEED_TOPIC);
 
 function asData(verdict: Verdict): DataVerdict {
-  if (verdict.type !== "data") throw new Error(`expected data, got ${JSON.stringify(verdict, (_, v) => (typeof v === "bigint" ? `${v}` : v))}`);
+  if (verdict.type !== "data")
+    throw new Error(`expected data, got ${JSON.stringify(verdict, (_, v) => (typeof v === "bigint" ? `${v}` : v))}`);
   return verdict;
 }
 
@@ -143,7 +144,11 @@ describe("Admission per configuration (docs/PROTOCOL.md §6: jam, spectator-jam,
       }
       const verdicts = [admin, member, stranger].map((signer) => admission.onBroadcast(dataFrom(cohort, signer, 0n)).type);
       const expected =
-        name === "group-chat" ? ["data", "data", "data"] : name === "live-stream" ? ["data", "dropped", "dropped"] : ["data", "data", "dropped"];
+        name === "group-chat"
+          ? ["data", "data", "data"]
+          : name === "live-stream"
+            ? ["data", "dropped", "dropped"]
+            : ["data", "data", "dropped"];
       expect(verdicts).toEqual(expected);
     });
   }
@@ -235,14 +240,19 @@ describe("roster handling", () => {
     const memberEos = signBroadcast(member, Kind.EOS, TOPIC, filled(2), 0n, new Uint8Array(0)).broadcast;
     expect(reason(admission.onBroadcast(memberEos))).toMatchObject({ code: "invalid-soc", fault: { code: "address-mismatch" } });
     expect(admission.roster.map(toHex)).toEqual([hex(member.address)]);
-    for (const [index, payload] of [[1n, ""], [0n, "x"]] as const) {
+    for (const [index, payload] of [
+      [1n, ""],
+      [0n, "x"],
+    ] as const) {
       const malformed = signBroadcast(admin, Kind.EOS, TOPIC, filled(3), index, utf8(payload)).broadcast;
       expect(reason(admission.onBroadcast(malformed)).code).toBe("malformed-eos");
     }
     const garbage = signBroadcast(admin, Kind.ROSTER, TOPIC, filled(3), 1n, Uint8Array.of(0x0a, 0x02, 1, 2)).broadcast;
     expect(reason(admission.onBroadcast(garbage))).toMatchObject({ code: "invalid-roster", fault: { code: "roster-entry-length" } });
     expect(admission.rosterCursor, "an invalid roster moves no cursor").toBe(1n);
-    expect(admission.onBroadcast(signBroadcast(admin, Kind.EOS, TOPIC, filled(3), 0n, new Uint8Array(0)).broadcast)).toEqual({ type: "eos" });
+    expect(admission.onBroadcast(signBroadcast(admin, Kind.EOS, TOPIC, filled(3), 0n, new Uint8Array(0)).broadcast)).toEqual({
+      type: "eos",
+    });
   });
 
   it("reports a roster index gap as a liveness fault; the first roster may have any index", () => {
@@ -289,7 +299,10 @@ describe("cursors", () => {
     const fourth = asData(admission.onBroadcast(frame(signers[3]!, 0n)));
     expect(fourth.evicted).toEqual({ owner: signers[1]!.address, cursor: 6n });
     expect(admission.cursorCount).toBe(3);
-    expect(asData(admission.onBroadcast(frame(signers[1]!, 1n))).gap, "an evicted publisher restarts: no gap, no retransmit").toBeUndefined();
+    expect(
+      asData(admission.onBroadcast(frame(signers[1]!, 1n))).gap,
+      "an evicted publisher restarts: no gap, no retransmit",
+    ).toBeUndefined();
     expect(reason(admission.onBroadcast(frame(signers[3]!, 0n))).code).toBe("retransmit");
   });
 
@@ -308,7 +321,12 @@ describe("cursors", () => {
     const next = signBroadcast(member, Kind.DATA, TOPIC, filled(2), 42n, utf8("n")).broadcast;
     expect(asData(later.onBroadcast(next)).gap).toEqual({ expected: 41n, got: 42n });
     const untouched = new Admission(explicit);
-    for (const bad of [null, { version: 2 }, { ...(stored as object), rosterCursor: "-1" }, { ...(stored as object), cursors: [["zz", "1"]] }]) {
+    for (const bad of [
+      null,
+      { version: 2 },
+      { ...(stored as object), rosterCursor: "-1" },
+      { ...(stored as object), cursors: [["zz", "1"]] },
+    ]) {
       expect(untouched.restore(bad)).toMatchObject({ ok: false, fault: { code: "snapshot-invalid" } });
     }
     expect(untouched.rosterCursor).toBe(0n);
@@ -321,14 +339,16 @@ describe("cursors", () => {
     const first = signImplicit(signer, feedId(TOPIC, 0n), undefined, utf8("x")).broadcast;
     asData(admission.onBroadcast(first));
     expect(reason(admission.onBroadcast(first)).code).toBe("duplicate");
-    for (let index = 1n; index <= 8n; index++) asData(admission.onBroadcast(signImplicit(signer, feedId(TOPIC, index), undefined, utf8("")).broadcast));
+    for (let index = 1n; index <= 8n; index++)
+      asData(admission.onBroadcast(signImplicit(signer, feedId(TOPIC, index), undefined, utf8("")).broadcast));
     expect(asData(admission.onBroadcast(first)).payload, "fell out of the window: accepted again (R28's accepted risk)").toEqual(utf8("x"));
   });
 });
 
 describe("implicit FEED_TOPIC cursors", () => {
   const feed = spec(undefined, TopicBinding.FEED_TOPIC);
-  const update = (writer: ReturnType<typeof key>, index: bigint) => signImplicit(writer, feedId(TOPIC, index), index, utf8("update")).broadcast;
+  const update = (writer: ReturnType<typeof key>, index: bigint) =>
+    signImplicit(writer, feedId(TOPIC, index), index, utf8("update")).broadcast;
 
   it("report gaps per owner, two writers interleaved; other implicit bindings have none", () => {
     const admission = new Admission(feed);
@@ -345,7 +365,12 @@ describe("implicit FEED_TOPIC cursors", () => {
     ];
     for (const [writer, index, gap] of deliveries) {
       const verdict = asData(admission.onBroadcast(update(writer, index)));
-      expect([hex(verdict.owner), verdict.index, verdict.gap, verdict.evicted], `index ${index}`).toEqual([hex(writer.address), index, gap, undefined]);
+      expect([hex(verdict.owner), verdict.index, verdict.gap, verdict.evicted], `index ${index}`).toEqual([
+        hex(writer.address),
+        index,
+        gap,
+        undefined,
+      ]);
     }
     expect([admission.cursor(first.address), admission.cursor(second.address), admission.cursorCount]).toEqual([6n, 21n, 2]);
     const mnemonic = new Admission(spec(undefined, TopicBinding.MNEMONIC));
@@ -370,7 +395,10 @@ describe("implicit FEED_TOPIC cursors", () => {
     for (const index of [MAX, 3n]) expect(asData(admission.onBroadcast(update(writer, index))).gap, `index ${index}`).toBeUndefined();
     expect(admission.cursor(writer.address)).toBe(MAX);
     const restored = new Admission(feed);
-    expect(restored.restore(JSON.parse(JSON.stringify(admission.snapshot())) as unknown), "a cursor at 2^64-1 is a uint64").toEqual({ ok: true, value: undefined });
+    expect(restored.restore(JSON.parse(JSON.stringify(admission.snapshot())) as unknown), "a cursor at 2^64-1 is a uint64").toEqual({
+      ok: true,
+      value: undefined,
+    });
     expect(restored.cursor(writer.address)).toBe(MAX);
   });
 
@@ -391,7 +419,9 @@ describe("next update", () => {
   const MAX = (1n << 64n) - 1n;
   /** A verdict's next update with its address as hex, or undefined. */
   const nextOf = (verdict: Verdict) =>
-    verdict.type === "data" || verdict.type === "roster" ? verdict.next && { index: verdict.next.index, address: toHex(verdict.next.address) } : undefined;
+    verdict.type === "data" || verdict.type === "roster"
+      ? verdict.next && { index: verdict.next.index, address: toHex(verdict.next.address) }
+      : undefined;
   /** Where a written frame is, in the shape of `nextOf`. */
   const whereItIs = (outgoing: Outgoing) => ({ index: outgoing.index, address: toHex(outgoing.address) });
   /** keccak256(keccak256(keccak256(prefix ‖ topic ‖ challenge) ‖ be64(index)) ‖ owner), docs/PROTOCOL.md §1.1. */
@@ -441,7 +471,10 @@ describe("next update", () => {
     writer.enqueue(data(utf8("b"), 51n));
     writer.beginSession(filled(6));
     const frames = written(writer);
-    expect(frames.map((frame) => frame.kind), "no claim under ALL").toEqual([Kind.DATA, Kind.DATA]);
+    expect(
+      frames.map((frame) => frame.kind),
+      "no claim under ALL",
+    ).toEqual([Kind.DATA, Kind.DATA]);
     expect(nextOf(admission.onBroadcast(frames[0]!.signed.broadcast))).toEqual(whereItIs(frames[1]!));
     expect(nextOf(admission.onBroadcast(frames[1]!.signed.broadcast))).toEqual({
       index: 52n,
@@ -461,7 +494,9 @@ describe("next update", () => {
     expect(nextOf(first)).toEqual(whereItIs(frames[1]!));
     expect(nextOf(first)).toEqual({ index: 31n, address: toHex(keccak256(keccak256(TOPIC, be64(31n)), member.address)) });
     const mnemonic = new Admission(spec(undefined, TopicBinding.MNEMONIC));
-    expect(asData(mnemonic.onBroadcast(signImplicit(member, feedId(TOPIC, 0n), undefined, utf8("x")).broadcast))).not.toHaveProperty("next");
+    expect(asData(mnemonic.onBroadcast(signImplicit(member, feedId(TOPIC, 0n), undefined, utf8("x")).broadcast))).not.toHaveProperty(
+      "next",
+    );
     const gsocId = filled(7);
     const anchor = new Admission(makeSpec({ topic: socAddress(gsocId, member.address), binding: TopicBinding.ANCHOR }));
     expect(asData(anchor.onBroadcast(signImplicit(member, gsocId, undefined, utf8("y")).broadcast))).not.toHaveProperty("next");
@@ -477,10 +512,14 @@ describe("next update", () => {
     const last = admission.onBroadcast(frame(Kind.ROSTER, MAX - 1n));
     expect(last.type).toBe("roster");
     expect(last).not.toHaveProperty("next");
-    expect(admission.onBroadcast(signBroadcast(admin, Kind.EOS, TOPIC, filled(3), 0n, new Uint8Array(0)).broadcast)).toEqual({ type: "eos" });
+    expect(admission.onBroadcast(signBroadcast(admin, Kind.EOS, TOPIC, filled(3), 0n, new Uint8Array(0)).broadcast)).toEqual({
+      type: "eos",
+    });
     const feed = new Admission(spec(undefined, TopicBinding.FEED_TOPIC));
     expect(nextOf(feed.onBroadcast(signImplicit(member, feedId(TOPIC, MAX - 2n), MAX - 2n, utf8("u")).broadcast))?.index).toBe(MAX - 1n);
-    expect(asData(feed.onBroadcast(signImplicit(member, feedId(TOPIC, MAX - 1n), MAX - 1n, utf8("v")).broadcast))).not.toHaveProperty("next");
+    expect(asData(feed.onBroadcast(signImplicit(member, feedId(TOPIC, MAX - 1n), MAX - 1n, utf8("v")).broadcast))).not.toHaveProperty(
+      "next",
+    );
   });
 
   it("after a gap is the update after the one that arrived; a first frame is never a gap", () => {

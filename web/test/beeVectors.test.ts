@@ -44,6 +44,8 @@ const FOO_SOC_ADDRESS = "9d453ebb73b2fedaaf44ceddcf7a0aa37f3e3d6453fea5841c31f0e
 /** BMT (CAC) address of "foo" with span 3. */
 const FOO_CAC_ADDRESS = "2387e8e7d8a48c2a9339c97c1dc3461a9a7aa07e994c5cb8b38fd7c1b3e6ea48";
 /** The signed SOC of soc_test.go TestFromChunk and validator_test.go TestValid, as bee lists it. */
+// In bee's rows of bytes, to compare with the Go source line by line:
+// prettier-ignore
 const FOO_SOC_CHUNK = Uint8Array.from([
   ...new Array<number>(32).fill(0),
   90, 205, 56, 79, 235, 193, 51, 183, 178, 69, 229, 221, 198, 45, 130, 210, 205, 237, 145, 130, 210, 113, 97, 38, 205,

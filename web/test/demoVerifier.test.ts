@@ -8,7 +8,8 @@ import { describe, expect, it } from "vitest";
 import {
   Admission,
   FRAME_BYTES_MAX_DEFAULT,
-  Kind,   type LinkHandlers,
+  Kind,
+  type LinkHandlers,
   type Transport,
   TopicBinding,
   decodeFrameMessage,
@@ -69,7 +70,11 @@ function frameOf(index: bigint, text: string): Uint8Array {
 function setUp() {
   const worker = new FakeWorker();
   let counts: VerifierCounts | undefined;
-  const verifier = new WorkerVerifier((latest) => (counts = latest), () => undefined, worker);
+  const verifier = new WorkerVerifier(
+    (latest) => (counts = latest),
+    () => undefined,
+    worker,
+  );
   const end = farEnd();
   const got: Array<Uint8Array | string> = [];
   return { worker, verifier, end, got, counts: () => counts! };

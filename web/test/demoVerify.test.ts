@@ -58,7 +58,7 @@ describe("VerifyQueue", () => {
     expect(queue.offer(message(6000), "link")).toBe("dropped");
     expect(typeof queue.offer(message(4000), "link")).toBe("object");
     expect(queue.counts).toMatchObject({ droppedFull: 1, pending: 2, pendingBytes: 10_000 });
-    expect(VERIFY_PENDING_BYTES_MAX).toBeGreaterThanOrEqual(VERIFY_PENDING_MAX * VERIFY_MESSAGE_BYTES_MAX / 4);
+    expect(VERIFY_PENDING_BYTES_MAX).toBeGreaterThanOrEqual((VERIFY_PENDING_MAX * VERIFY_MESSAGE_BYTES_MAX) / 4);
   });
 
   it("drops and counts what the worker answered late, and keeps the order of the rest", () => {
@@ -122,7 +122,9 @@ describe("checkMessage, the worker's work", () => {
   });
 
   it("has nothing to check in an Ack or in bytes that are no frame", () => {
-    expect(checkMessage({ seq: 0, message: ackFrame(makeAck(Status.OK, challenge)), arrivedAtMs: 0 }, 0).type).toMatch(/^(no-chunk|checked)$/);
+    expect(checkMessage({ seq: 0, message: ackFrame(makeAck(Status.OK, challenge)), arrivedAtMs: 0 }, 0).type).toMatch(
+      /^(no-chunk|checked)$/,
+    );
     expect(checkMessage({ seq: 0, message: message(20, 0xff), arrivedAtMs: 0 }, 0)).toEqual({ seq: 0, type: "no-chunk" });
   });
 });

@@ -34,7 +34,11 @@ export function key(byte: number): SigningKey {
 }
 
 /** A spec over `TOPIC`. */
-export function spec(admin: SigningKey | undefined, binding: Binding, options: { all?: boolean; closed?: boolean; history?: boolean } = {}): Spec {
+export function spec(
+  admin: SigningKey | undefined,
+  binding: Binding,
+  options: { all?: boolean; closed?: boolean; history?: boolean } = {},
+): Spec {
   return makeSpec({ topic: TOPIC, binding, admin: admin?.address, ...options });
 }
 

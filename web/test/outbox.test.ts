@@ -45,7 +45,10 @@ describe("Outbox", () => {
     writer.beginSession(filled(1));
     expect(writer.role).toBe("pending");
     const frames = written(writer);
-    expect(summary(frames)).toEqual([["AUTH", 0n], ["DATA", 7n]]);
+    expect(summary(frames)).toEqual([
+      ["AUTH", 0n],
+      ["DATA", 7n],
+    ]);
     expect(writer.role).toBe("publisher");
     const auth = frames[0]!;
     expect(toHex(auth.id)).toBe(toHex(sessionChunkId(Kind.AUTH, TOPIC, filled(1), 0n)));
@@ -76,7 +79,11 @@ describe("Outbox", () => {
     expect(writer.queued).toBe(2);
     writer.beginSession(filled(2));
     const frames = written(writer);
-    expect(summary(frames)).toEqual([["AUTH", 0n], ["DATA", 1n], ["DATA", 2n]]);
+    expect(summary(frames)).toEqual([
+      ["AUTH", 0n],
+      ["DATA", 1n],
+      ["DATA", 2n],
+    ]);
     for (const frame of frames) {
       expect(toHex(frame.id)).toBe(toHex(sessionChunkId(frame.kind as Kind.DATA, TOPIC, filled(2), frame.index!)));
       expect(toHex(frame.signed.broadcast.challenge)).toBe(toHex(filled(2)));
@@ -110,7 +117,10 @@ describe("Outbox", () => {
     expect(writer.nextFrame(), "R23: nothing before the roster").toBeUndefined();
     expect(writer.onRoster([filled(7, 20)])).toBe("awaiting-roster");
     expect(writer.onRoster([filled(7, 20), member.address])).toBe("pending");
-    expect(summary(written(writer))).toEqual([["AUTH", 0n], ["DATA", 0n]]);
+    expect(summary(written(writer))).toEqual([
+      ["AUTH", 0n],
+      ["DATA", 0n],
+    ]);
     expect(writer.onRoster([filled(7, 20)])).toBe("revoked");
     writer.enqueue(data(utf8("late"), 1n));
     expect(writer.nextFrame(), "R24: nothing after revocation").toBeUndefined();
@@ -137,7 +147,10 @@ describe("Outbox", () => {
     admins.enqueue({ kind: Kind.EOS, index: 0n, payload: new Uint8Array(0) });
     admins.beginSession(filled(1));
     const frames = written(admins);
-    expect(summary(frames)).toEqual([["AUTH", 0n], ["EOS", 0n]]);
+    expect(summary(frames)).toEqual([
+      ["AUTH", 0n],
+      ["EOS", 0n],
+    ]);
     const eos = parseSoc(frames[1]!.signed.chunk);
     expect(eos.ok && [spanValue(eos.value), eos.value.payload.length]).toEqual([0n, 0]);
   });
@@ -169,11 +182,17 @@ describe("Outbox", () => {
       const ids = frames.map((frame) => toHex(frame.id));
       switch (cohort.binding) {
         case TopicBinding.FEED_TOPIC:
-          expect(summary(frames)).toEqual([["DATA", 40n], ["DATA", 41n]]);
+          expect(summary(frames)).toEqual([
+            ["DATA", 40n],
+            ["DATA", 41n],
+          ]);
           expect(ids[0]).toBe(toHex(feedId(TOPIC, 40n)));
           break;
         case TopicBinding.MNEMONIC:
-          expect(summary(frames)).toEqual([["DATA", undefined], ["DATA", undefined]]);
+          expect(summary(frames)).toEqual([
+            ["DATA", undefined],
+            ["DATA", undefined],
+          ]);
           expect(ids[0]).toBe(toHex(feedId(TOPIC, 40n)));
           break;
         case TopicBinding.OWNER:
@@ -206,7 +225,10 @@ describe("Outbox", () => {
     expect(codes(() => outbox(spec(undefined, TopicBinding.ANCHOR), signer, { anchorId: filled(1) }))).toBe("anchor-mismatch");
     expect(proximity(socAddress(TOPIC, signer.address), TOPIC)).toBeLessThan(PO_MIN);
     expect(codes(() => outbox(spec(undefined, TopicBinding.SOC_ID), signer))).toBe("soc-id-proximity");
-    expect(codes(() => outbox(spec(admin, TopicBinding.SOC_ID), signer)), "explicit authorship has no shape").toBe("accepted");
+    expect(
+      codes(() => outbox(spec(admin, TopicBinding.SOC_ID), signer)),
+      "explicit authorship has no shape",
+    ).toBe("accepted");
   });
 });
 
@@ -245,7 +267,9 @@ describe("IndexSequences (R41: never reuse a DATA or ROSTER index)", () => {
 
   it("start at the Unix time in milliseconds without a stored value", async () => {
     const before = BigInt(Date.now());
-    const index = await new IndexSequences({ store: new MemoryStore(), topic: TOPIC, admin: undefined, owner: member.address }).reserve(Kind.DATA);
+    const index = await new IndexSequences({ store: new MemoryStore(), topic: TOPIC, admin: undefined, owner: member.address }).reserve(
+      Kind.DATA,
+    );
     expect(index >= before && index <= BigInt(Date.now())).toBe(true);
   });
 });

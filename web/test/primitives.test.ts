@@ -222,7 +222,10 @@ describe("proximity and implicit shapes", () => {
     const soc = recovered(feedId(topic, 3n));
     expect(checkImplicit(TopicBinding.MNEMONIC, topic, 0n, soc)).toEqual({ ok: true, value: soc.address });
     expect(checkImplicit(TopicBinding.FEED_TOPIC, topic, 3n, soc)).toEqual({ ok: true, value: soc.address });
-    expect(checkImplicit(TopicBinding.FEED_TOPIC, topic, 4n, soc)).toMatchObject({ ok: false, fault: { code: "feed-id-mismatch", index: 4n } });
+    expect(checkImplicit(TopicBinding.FEED_TOPIC, topic, 4n, soc)).toMatchObject({
+      ok: false,
+      fault: { code: "feed-id-mismatch", index: 4n },
+    });
     const gsoc = recovered(topic);
     expect(checkImplicit(TopicBinding.ANCHOR, gsoc.address, 0n, gsoc)).toEqual({ ok: true, value: gsoc.cacAddress });
     expect(checkImplicit(TopicBinding.ANCHOR, topic, 0n, gsoc)).toMatchObject({ ok: false, fault: { code: "address-not-topic" } });

@@ -41,8 +41,7 @@ function recorder<E>(): Recorded<E> {
   return { events, onEvent: (event) => events.push(event) };
 }
 
-const sent = (events: PublisherEvent[]): Outgoing[] =>
-  events.flatMap((event) => (event.type === "sent" ? [event.outgoing] : []));
+const sent = (events: PublisherEvent[]): Outgoing[] => events.flatMap((event) => (event.type === "sent" ? [event.outgoing] : []));
 const deliveries = (events: SubscriberEvent[]): DataVerdict[] => events.flatMap((event) => (event.type === "data" ? [event] : []));
 /** A verdict's next update, its address as hex. */
 const nextOf = (verdict: DataVerdict) => verdict.next && { index: verdict.next.index, address: toHex(verdict.next.address) };
@@ -149,9 +148,7 @@ describe("live-stream: the admin publishes, a spectator verifies", () => {
     await vi.waitFor(() => expect(relay.streams.length).toBe(4));
     const replay = relay.of(admin.address)[1]!.frames.at(-1)!;
     relay.streams.at(-1)!.peer.send(replay);
-    await vi.waitFor(() =>
-      expect(later.events.some((event) => event.type === "dropped" && event.reason.code === "retransmit")).toBe(true),
-    );
+    await vi.waitFor(() => expect(later.events.some((event) => event.type === "dropped" && event.reason.code === "retransmit")).toBe(true));
     second.instance.stop();
     later.instance.stop();
     await Promise.all([second.running, later.running]);
@@ -206,9 +203,7 @@ describe("jam and EOS", () => {
     await vi.waitFor(() => expect(seat.instance.role).toBe("awaiting-roster"));
     await chair.instance.publishRoster([member.address]);
     await seat.instance.publish(utf8("riff"));
-    await vi.waitFor(() =>
-      expect(chair.events.some((event) => event.type === "received" && event.verdict.type === "data")).toBe(true),
-    );
+    await vi.waitFor(() => expect(chair.events.some((event) => event.type === "received" && event.verdict.type === "data")).toBe(true));
     await chair.instance.endOfStream();
     expect(await chair.running).toEqual({ code: "eos-sent" });
     expect(await seat.running).toEqual({ code: "eos-received" });

@@ -134,7 +134,10 @@ describe("SOCs signed by one side validate on the other", () => {
     const tampered = chunk.slice();
     tampered[tampered.length - 1]! ^= 1;
     const elsewhere = socAddress(id, keys[0]!.address);
-    for (const [bytes, address] of [[tampered, at], [chunk, elsewhere]] as const) {
+    for (const [bytes, address] of [
+      [tampered, at],
+      [chunk, elsewhere],
+    ] as const) {
       expect(bps("soc", "inspect", "--address", toHex(address), toHex(bytes)).code).toBe(1);
       expect(validateSocAt(bytes, address).ok).toBe(false);
     }

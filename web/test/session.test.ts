@@ -71,9 +71,15 @@ describe("Session", () => {
       detail: "OK with a 31-byte challenge, expected 32",
     });
     const unspecified = scripted((peer) => peer.send(ackFrame(makeAck(Status.STATUS_UNSPECIFIED, filled(1)))));
-    expect(await fault(Session.join(unspecified.transport, cohort, addr))).toEqual({ code: "bad-ack", detail: "status STATUS_UNSPECIFIED" });
+    expect(await fault(Session.join(unspecified.transport, cohort, addr))).toEqual({
+      code: "bad-ack",
+      detail: "status STATUS_UNSPECIFIED",
+    });
     const two = scripted((peer) => peer.send(Uint8Array.of(...ackFrame(makeAck(Status.FULL)), 0)));
-    expect(await fault(Session.join(two.transport, cohort, addr))).toEqual({ code: "frame", fault: { code: "frame-trailing-bytes", extra: 1 } });
+    expect(await fault(Session.join(two.transport, cohort, addr))).toEqual({
+      code: "frame",
+      fault: { code: "frame-trailing-bytes", extra: 1 },
+    });
     const closed = scripted((peer) => peer.close(1011, "going away"));
     expect(await fault(Session.join(closed.transport, cohort, addr))).toEqual({
       code: "transport",

@@ -27,11 +27,25 @@ const topicHex = "11".repeat(32);
 const adminHex = "aa".repeat(20);
 
 /** An explicit MNEMONIC Join that passes every rule; each case breaks exactly one. */
-function goodJoin(change: (cohort: { topic: Uint8Array; binding: number; admin: Uint8Array; publishers: number; history: boolean; closed: boolean }) => void = () => undefined, addr: Uint8Array = ADDR) {
+function goodJoin(
+  change: (cohort: {
+    topic: Uint8Array;
+    binding: number;
+    admin: Uint8Array;
+    publishers: number;
+    history: boolean;
+    closed: boolean;
+  }) => void = () => undefined,
+  addr: Uint8Array = ADDR,
+) {
   const cohort = { topic: TOPIC, binding: TopicBinding.MNEMONIC as number, admin: ADMIN, publishers: 0, history: false, closed: false };
   change(cohort);
   return create(JoinSchema, {
-    cohort: create(CohortSpecSchema, { ...cohort, binding: cohort.binding as TopicBinding, publishers: cohort.publishers as PublisherRegime }),
+    cohort: create(CohortSpecSchema, {
+      ...cohort,
+      binding: cohort.binding as TopicBinding,
+      publishers: cohort.publishers as PublisherRegime,
+    }),
     addr,
   });
 }
@@ -68,7 +82,10 @@ describe("validateJoin (R3, D6, D7), as proto/src/spec.rs", () => {
       [goodJoin((c) => ((c.publishers = 1), (c.closed = true))), { code: "closed-with-all" }],
       [goodJoin((c) => ((c.admin = new Uint8Array(0)), (c.closed = true))), { code: "closed-implicit" }],
       [goodJoin((c) => ((c.admin = new Uint8Array(0)), (c.publishers = 1))), { code: "all-without-admin" }],
-      [goodJoin((c) => ((c.binding = TopicBinding.FEED_TOPIC), (c.publishers = 1))), { code: "all-without-mnemonic", binding: TopicBinding.FEED_TOPIC }],
+      [
+        goodJoin((c) => ((c.binding = TopicBinding.FEED_TOPIC), (c.publishers = 1))),
+        { code: "all-without-mnemonic", binding: TopicBinding.FEED_TOPIC },
+      ],
     ];
     for (const [join, reason] of cases) expect(rejected(join)).toEqual(reason);
   });
@@ -106,7 +123,10 @@ describe("cohort key (R1)", () => {
       [{ topic: TOPIC, binding: TopicBinding.MNEMONIC, admin: ADMIN, all: true }, `0a20${topicHex}10051a14${adminHex}2001`],
       [{ topic: TOPIC, binding: TopicBinding.MNEMONIC, history: true }, `0a20${topicHex}10052801`],
       [{ topic: TOPIC, binding: TopicBinding.MNEMONIC, admin: ADMIN, closed: true }, `0a20${topicHex}10051a14${adminHex}3001`],
-      [{ topic: TOPIC, binding: TopicBinding.MNEMONIC, admin: ADMIN, all: true, history: true }, `0a20${topicHex}10051a14${adminHex}20012801`],
+      [
+        { topic: TOPIC, binding: TopicBinding.MNEMONIC, admin: ADMIN, all: true, history: true },
+        `0a20${topicHex}10051a14${adminHex}20012801`,
+      ],
       [{ topic: TOPIC, binding: TopicBinding.ANCHOR }, `0a20${topicHex}1001`],
       [{ topic: TOPIC, binding: TopicBinding.SOC_ID }, `0a20${topicHex}1002`],
       [{ topic: TOPIC, binding: TopicBinding.OWNER }, `0a20${topicHex}1003`],

@@ -8,15 +8,7 @@
  * Owns: `runChat`. Never: shows a message the library did not verify.
  */
 
-import {
-  Publisher,
-  type SigningKey,
-  TopicBinding,
-  localStorageStore,
-  makeSpec,
-  utf8,
-  webSocketTransport,
-} from "../../src/index.js";
+import { Publisher, type SigningKey, TopicBinding, localStorageStore, makeSpec, utf8, webSocketTransport } from "../../src/index.js";
 import { type DemoConfig, linkTo } from "./config.js";
 import { addressText } from "./feed.js";
 import { showPublisherEvent } from "./publisherLog.js";

@@ -10,15 +10,7 @@
  * Never: checks a signature itself.
  */
 
-import {
-  EARLY_FRAMES_MAX,
-  type Recovered,
-  type Result,
-  SOC_MIN_CHUNK_SIZE,
-  type SocFault,
-  equalBytes,
-  toHex,
-} from "../../src/index.js";
+import { EARLY_FRAMES_MAX, type Recovered, type Result, SOC_MIN_CHUNK_SIZE, type SocFault, equalBytes, toHex } from "../../src/index.js";
 import { VERIFY_PENDING_MAX } from "./verifyQueue.js";
 
 /**

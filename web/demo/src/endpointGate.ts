@@ -63,7 +63,13 @@ export function askEndpoint(root: HTMLElement, question: EndpointQuestion, stayH
           ", the broker that served this page. Whoever runs that endpoint sees what you publish there, and when you are there.",
         ),
         element("p", { "data-testid": "confirm-key" }, `There you would sign with ${which}. `, homeLine(question)),
-        element("p", { class: "choices" }, proceed, " ", element("a", { href: stayHref, "data-testid": "endpoint-stay" }, "stay on this page's broker")),
+        element(
+          "p",
+          { class: "choices" },
+          proceed,
+          " ",
+          element("a", { href: stayHref, "data-testid": "endpoint-stay" }, "stay on this page's broker"),
+        ),
       ),
     );
   });

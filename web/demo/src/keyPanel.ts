@@ -93,7 +93,8 @@ function importControls(identity: Identity, address: string, storage: Storage, i
     }
     replaceIdentity(storage, identity.name, identity.endpoint, parsed.key);
     text.value = "";
-    const from = parsed.endpoint === undefined || parsed.endpoint === identity.endpoint ? "" : ` (the file was made for ${parsed.endpoint})`;
+    const from =
+      parsed.endpoint === undefined || parsed.endpoint === identity.endpoint ? "" : ` (the file was made for ${parsed.endpoint})`;
     result.textContent = `imported ${addressText(parsed.key.address)} for ${identity.endpoint}${from}, replacing ${address}; reloading`;
     imported();
   });
