@@ -43,8 +43,8 @@ it("two pages in a group chat each show the other's verified messages", async ()
     await waitForCount(alice.page, "message", 1);
     await waitForCount(bob.page, "sent", 1);
 
-    expect(await messages(bob.page)).toEqual([{ author: alice.address, index: expect.any(String), text: "hello from alice" }]);
-    expect(await messages(alice.page)).toEqual([{ author: bob.address, index: expect.any(String), text: "hi alice, bob here" }]);
+    expect(await messages(bob.page)).toEqual([{ author: alice.address, index: expect.any(String) as string, text: "hello from alice" }]);
+    expect(await messages(alice.page)).toEqual([{ author: bob.address, index: expect.any(String) as string, text: "hi alice, bob here" }]);
     for (const person of pages) {
       expect(await testId(person.page, "sent").count()).toBe(1);
       expect(await testId(person.page, "failure").count()).toBe(0);

@@ -40,7 +40,9 @@ it("a jam: the admin grants a seat, the seat plays, the admin revokes it and its
     await waitForText(seat.page, "role", "role: publisher");
     await send(seat.page, "riff 1 from the seat");
     await waitForCount(host.page, "message", 1);
-    expect(await messages(host.page)).toEqual([{ author: seat.address, index: expect.any(String), text: "riff 1 from the seat" }]);
+    expect(await messages(host.page)).toEqual([
+      { author: seat.address, index: expect.any(String) as string, text: "riff 1 from the seat" },
+    ]);
 
     await host.page.locator(`[data-testid="revoke"][data-address="${seat.address}"]`).click();
     await waitForText(seat.page, "role", "role: revoked");

@@ -19,19 +19,21 @@ export const SERVICE_PREFIX: Uint8Array = utf8("bps-service:v1");
 
 const SERVICE_KINDS = [Kind.AUTH, Kind.ROSTER, Kind.EOS] as const;
 // D2 puts the kind in one byte: every kind that takes the service prefix must fit.
-if (SERVICE_KINDS.some((kind) => kind > 0xff)) throw new Error("a service kind exceeds one byte");
+if (SERVICE_KINDS.some((kind) => Number(kind) > 0xff)) throw new Error("a service kind exceeds one byte");
 
 /** The kinds a frame may carry: `KIND_UNSPECIFIED` and values outside the enum are not. */
 export type KnownKind = Kind.DATA | Kind.AUTH | Kind.ROSTER | Kind.EOS;
 
 /** `value` as a known kind, or `undefined` (R14: such frames are dropped). */
 export function knownKind(value: number): KnownKind | undefined {
-  switch (value) {
+  // Any number may arrive; the cases below keep the ones the enum names.
+  const kind = value as Kind;
+  switch (kind) {
     case Kind.DATA:
     case Kind.AUTH:
     case Kind.ROSTER:
     case Kind.EOS:
-      return value;
+      return kind;
     default:
       return undefined;
   }

@@ -203,7 +203,7 @@ export function validateJoin(join: Join): Result<ValidJoin, RejectReason> {
   if (join.addr.length !== ADDRESS_BYTES) return fail({ code: "addr-length", bytes: join.addr.length });
   const spec: Spec = {
     topic: cohort.topic.slice(),
-    binding: cohort.binding as Binding,
+    binding: cohort.binding,
     ...(cohort.admin.length === 0 ? {} : { admin: cohort.admin.slice() }),
     all: cohort.publishers === PublisherRegime.ALL,
     history: cohort.history,

@@ -33,7 +33,7 @@ const explicit = spec(admin, TopicBinding.FEED_TOPIC);
 
 function asData(verdict: Verdict): DataVerdict {
   if (verdict.type !== "data")
-    throw new Error(`expected data, got ${JSON.stringify(verdict, (_, v) => (typeof v === "bigint" ? `${v}` : v))}`);
+    throw new Error(`expected data, got ${JSON.stringify(verdict, (_, v: unknown) => (typeof v === "bigint" ? `${v}` : v))}`);
   return verdict;
 }
 

@@ -88,6 +88,16 @@ export function data(payload: Uint8Array, index: bigint = nextIndex++): Publicat
   return { kind: Kind.DATA, index, payload };
 }
 
+/** What `run` throws; fails the test when it returns instead. */
+export function thrownBy(run: () => unknown): unknown {
+  try {
+    run();
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a throw, and nothing was thrown");
+}
+
 /** A topic for implicit SOC_ID that `owner` fits: PO(keccak256(topic ‖ owner), topic) >= 16. */
 export function socIdTopicFor(owner: Uint8Array): Uint8Array {
   for (let nonce = 0n; ; nonce++) {

@@ -143,7 +143,7 @@ describe("FrameReader", () => {
 
   it("refuses a varint of more than 10 bytes or beyond 64 bits", () => {
     expect(peekFrame(new Uint8Array(10).fill(0x80), 1 << 30)).toEqual({ ok: false, fault: { code: "varint-too-long" } });
-    expect(peekFrame(Uint8Array.of(...new Array(9).fill(0xff), 0x02), 1 << 30)).toEqual({
+    expect(peekFrame(Uint8Array.of(...new Array<number>(9).fill(0xff), 0x02), 1 << 30)).toEqual({
       ok: false,
       fault: { code: "varint-overflow" },
     });

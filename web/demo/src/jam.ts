@@ -178,7 +178,7 @@ class CurrentLink {
       open: async (handlers) => {
         let current: Link | undefined;
         const opened = await inner.open({
-          message: handlers.message,
+          message: (data) => handlers.message(data),
           closed: (fault) => {
             if (this.link === current) this.link = undefined;
             handlers.closed(fault);

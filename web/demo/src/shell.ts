@@ -70,7 +70,7 @@ export class Shell {
   /** The verification counters; drawn at most every `STATS_REDRAW_MS`. */
   verification(counts: VerifierCounts): void {
     this.#counts = counts;
-    this.#redraw ??= setTimeout(() => this.#drawStats(), STATS_REDRAW_MS);
+    if (this.#redraw === undefined) this.#redraw = setTimeout(() => this.#drawStats(), STATS_REDRAW_MS);
   }
 
   #drawStats(): void {
