@@ -4,10 +4,11 @@
  * ROSTER and EOS) under the stream's challenge, and reconnect after a reset with the R38
  * backoff, signing what was not written again under the new challenge.
  *
- * Owns: `Publisher` (its run loop, its events, the send-buffer bound) and
- * `PublisherEvent`/`PublisherEnd`. Indices come from `IndexSequences` in the caller's
- * `Store`, reserved before a publication is queued, so a reconnect or a reload continues
- * the sequence and never reuses an index (R41). What arrives on its stream is verified by
+ * Owns: `Publisher` (what it does on each stream, its events, the send-buffer bound) and
+ * `PublisherEvent`/`PublisherEnd`; the join, backoff and retry loop is the `Reconnector`'s
+ * (reconnect.ts). Indices come from `IndexSequences` in the caller's `Store`, reserved
+ * before a publication is queued, so a reconnect or a reload continues the sequence and
+ * never reuses an index (R41). What arrives on its stream is verified by
  * its own `Admission` and reported; a verified roster grants or revokes it (R23, R24). On a
  * new stream the broker sends the roster in force again (R22): the `Admission` sees a
  * retransmit, and the roster it already holds is what the new stream is granted by. The
@@ -19,18 +20,16 @@
  */
 
 import { type AdmissionOptions, Admission, type Verdict } from "./admission.js";
-import { Backoff } from "./backoff.js";
-import { Kind, Status } from "./gen/bps_pb.js";
+import { Kind } from "./gen/bps_pb.js";
 import { IndexSequences, type SequencedKind } from "./indexSequences.js";
 import { type Outgoing, Outbox, PublishError, type Publication, type Role, describePublishFault } from "./outbox.js";
+import { type ReconnectEnd, type ReconnectEvent, type ReconnectOptions, Reconnector } from "./reconnect.js";
 import { encodeRoster } from "./roster.js";
-import { Session, SessionError, type SessionFault, type SessionOptions } from "./session.js";
+import type { Session } from "./session.js";
 import type { SigningKey } from "./signer.js";
-import { type Sleep, timerSleep } from "./sleep.js";
 import { checkPayload } from "./soc.js";
 import type { Spec } from "./spec.js";
 import { MemoryStore, type Store } from "./store.js";
-import type { Transport } from "./transport.js";
 
 /**
  * Bytes the link may hold unsent before the publisher waits: about 60 full frames. Beyond
@@ -47,22 +46,16 @@ export type PublisherEvent =
   | { readonly type: "role"; readonly role: Role }
   | { readonly type: "sent"; readonly outgoing: Outgoing }
   | { readonly type: "received"; readonly verdict: Verdict }
-  | { readonly type: "refused"; readonly status: Status.FULL | Status.REJECTED; readonly retryInMs?: number }
-  | { readonly type: "reset"; readonly fault: SessionFault; readonly retryInMs?: number };
+  | ReconnectEvent;
 
-/** Why a run ended. */
-export type PublisherEnd =
-  | { readonly code: "stopped" }
-  | { readonly code: "eos-sent" }
-  | { readonly code: "eos-received" }
-  | { readonly code: "rejected" }
-  | { readonly code: "full" }
-  | { readonly code: "reset"; readonly fault: SessionFault };
+/** The ends of a stream that are the publisher's own: an EOS it wrote or received. */
+type OwnEnd = { readonly code: "eos-sent" } | { readonly code: "eos-received" };
+
+/** Why a run ended: stopped, EOS sent or received, rejected, full, or reset. */
+export type PublisherEnd = ReconnectEnd<OwnEnd>;
 
 /** Options of a `Publisher`. */
-export interface PublisherOptions {
-  readonly transport: Transport;
-  readonly spec: Spec;
+export interface PublisherOptions extends ReconnectOptions {
   readonly key: SigningKey;
   /** Where the next indices live (default: in memory). */
   readonly store?: Store;
@@ -72,22 +65,10 @@ export interface PublisherOptions {
   readonly anchorId?: Uint8Array;
   /** Publications held at most while no stream takes them. */
   readonly queuedPublicationsMax?: number;
-  /** Reconnect after a reset or FULL (default true). */
-  readonly reconnect?: boolean;
   readonly sendBufferBytesMax?: number;
   readonly onEvent?: (event: PublisherEvent) => void;
-  readonly backoff?: Backoff;
-  /** How backoff delays (and, for a publisher, a full send buffer) are waited out. */
-  readonly sleep?: Sleep;
-  readonly session?: SessionOptions;
   readonly admission?: AdmissionOptions;
 }
-
-type Served =
-  | { readonly code: "eos-sent" }
-  | { readonly code: "eos-received" }
-  | { readonly code: "stopped" }
-  | { readonly code: "reset"; readonly fault: SessionFault };
 
 /** The publishing side of one identity over the network (module docs). */
 export class Publisher {
@@ -96,11 +77,8 @@ export class Publisher {
   readonly #options: PublisherOptions;
   readonly #outbox: Outbox;
   readonly #indices: IndexSequences;
-  readonly #backoff: Backoff;
-  readonly #sleep: Sleep;
-  readonly #stopping = new AbortController();
+  readonly #reconnector: Reconnector<OwnEnd>;
   #session: Session | undefined;
-  #finish: ((served: Served) => void) | undefined;
   #pumping = false;
   #waitingForBuffer = false;
   #running = false;
@@ -123,8 +101,15 @@ export class Publisher {
       ...(options.firstIndex === undefined ? {} : { firstIndex: options.firstIndex }),
     });
     this.admission = new Admission(options.spec, options.admission);
-    this.#backoff = options.backoff ?? new Backoff();
-    this.#sleep = options.sleep ?? timerSleep;
+    this.#reconnector = new Reconnector(options, {
+      addr: () => this.addr,
+      serve: (session) => this.#serve(session),
+      released: () => {
+        this.#session = undefined;
+        this.#outbox.endSession();
+      },
+      event: (event) => this.#emit(event),
+    });
   }
 
   /** The identity's address (the Join addr). */
@@ -171,8 +156,7 @@ export class Publisher {
 
   /** Ends the run: the stream closes, a backoff wait ends. Queued publications stay. */
   stop(): void {
-    this.#stopping.abort();
-    this.#finish?.({ code: "stopped" });
+    this.#reconnector.stop();
   }
 
   /** Joins and publishes until stopped, EOS, REJECTED, or (without reconnect) a reset or FULL. */
@@ -180,7 +164,7 @@ export class Publisher {
     if (this.#running) throw new Error("run: this publisher is already running");
     this.#running = true;
     try {
-      return await this.#loop();
+      return await this.#reconnector.run();
     } finally {
       this.#running = false;
       this.#settleDrain(false);
@@ -205,72 +189,23 @@ export class Publisher {
     this.#pump();
   }
 
-  async #loop(): Promise<PublisherEnd> {
-    const reconnect = this.#options.reconnect ?? true;
-    for (;;) {
-      if (this.#stopping.signal.aborted) return { code: "stopped" };
-      let served: Served;
-      try {
-        const outcome = await Session.join(this.#options.transport, this.spec, this.addr, this.#options.session);
-        if (!outcome.ok) {
-          if (outcome.status === Status.REJECTED || !reconnect) {
-            this.#emit({ type: "refused", status: outcome.status });
-            return outcome.status === Status.REJECTED ? { code: "rejected" } : { code: "full" };
-          }
-          await this.#retry((retryInMs) => this.#emit({ type: "refused", status: outcome.status, retryInMs }));
-          continue;
-        }
-        this.#backoff.reset();
-        served = await this.#serve(outcome.session);
-      } catch (error) {
-        if (!(error instanceof SessionError)) throw error;
-        served = { code: "reset", fault: error.fault };
-      }
-      if (served.code !== "reset") return served;
-      if (this.#stopping.signal.aborted) return { code: "stopped" };
-      if (!reconnect) {
-        this.#emit({ type: "reset", fault: served.fault });
-        return served;
-      }
-      const fault = served.fault;
-      await this.#retry((retryInMs) => this.#emit({ type: "reset", fault, retryInMs }));
-    }
-  }
-
-  async #retry(announce: (retryInMs: number) => void): Promise<void> {
-    const delay = this.#backoff.nextDelayMs();
-    announce(delay);
-    await this.#sleep(delay, this.#stopping.signal);
-  }
-
-  #serve(session: Session): Promise<Served> {
-    return new Promise((resolve) => {
-      const finish = (served: Served) => {
-        if (this.#finish !== finish) return;
-        this.#finish = undefined;
-        this.#session = undefined;
-        this.#outbox.endSession();
-        session.close();
-        resolve(served);
-      };
-      this.#finish = finish;
-      if (this.#stopping.signal.aborted) return finish({ code: "stopped" });
-      this.#session = session;
-      this.#outbox.beginSession(session.challenge);
-      this.#reportedRole = this.#outbox.role;
-      this.#emit({ type: "joined", challenge: session.challenge, role: this.#reportedRole ?? "publisher" });
-      session.listen({
-        broadcast: (body) => this.#onBroadcast(body),
-        ended: (fault) => finish({ code: "reset", fault }),
-      });
-      this.#pump();
+  /** Takes an open stream: signs under its challenge and writes what is queued. */
+  #serve(session: Session): void {
+    this.#session = session;
+    this.#outbox.beginSession(session.challenge);
+    this.#reportedRole = this.#outbox.role;
+    this.#emit({ type: "joined", challenge: session.challenge, role: this.#reportedRole ?? "publisher" });
+    session.listen({
+      broadcast: (body) => this.#onBroadcast(body),
+      ended: (fault) => this.#reconnector.finish({ code: "reset", fault }),
     });
+    this.#pump();
   }
 
   #onBroadcast(body: Uint8Array): void {
     const verdict = this.admission.onFrame(body);
     this.#emit({ type: "received", verdict });
-    if (verdict.type === "eos") return this.#finish?.({ code: "eos-received" });
+    if (verdict.type === "eos") return this.#reconnector.finish({ code: "eos-received" });
     if (verdict.type === "roster") this.#outbox.onRoster(verdict.publishers);
     if (isRosterInForce(verdict, this.admission.rosterCursor)) this.#outbox.onRoster(this.admission.roster);
     this.#noteRole();
@@ -303,7 +238,7 @@ export class Publisher {
         if (outgoing.kind === Kind.ROSTER) this.admission.onBroadcast(outgoing.signed.broadcast);
         this.#emit({ type: "sent", outgoing });
         this.#noteRole();
-        if (outgoing.kind === Kind.EOS) return this.#finish?.({ code: "eos-sent" });
+        if (outgoing.kind === Kind.EOS) return this.#reconnector.finish({ code: "eos-sent" });
       }
       if (this.#outbox.queued === 0) this.#settleDrain(true);
     } finally {
@@ -314,7 +249,7 @@ export class Publisher {
   #waitForBuffer(): void {
     if (this.#waitingForBuffer) return;
     this.#waitingForBuffer = true;
-    void this.#sleep(SEND_BUFFER_POLL_MS, this.#stopping.signal).then(() => {
+    void this.#reconnector.wait(SEND_BUFFER_POLL_MS).then(() => {
       this.#waitingForBuffer = false;
       this.#pump();
     });
