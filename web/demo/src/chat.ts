@@ -8,28 +8,18 @@
  * Owns: `runChat`. Never: shows a message the library did not verify.
  */
 
-import { Publisher, type SigningKey, TopicBinding, localStorageStore, makeSpec, utf8, webSocketTransport } from "../../src/index.js";
-import { type DemoConfig, linkTo } from "./config.js";
+import { TopicBinding, makeSpec } from "../../src/index.js";
+import { linkTo } from "./config.js";
 import { addressText } from "./feed.js";
-import { showPublisherEvent } from "./publisherLog.js";
-import type { Shell } from "./shell.js";
-import type { WorkerVerifier } from "./verifier.js";
+import { type View, composeData, showEnd, viewPublisher } from "./view.js";
 
-/** Joins the chat of `config.room` as `key` and runs until the page closes. */
-export function runChat(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
-  const admin = config.admin ?? key.address;
+/** Joins the chat of `config.room` as the page's key and runs until the page closes. */
+export function runChat(view: View): void {
+  const { shell, config } = view;
+  const admin = config.admin ?? view.key.address;
   const spec = makeSpec({ topic: config.topic, binding: TopicBinding.MNEMONIC, admin, all: true });
   shell.link("invite", linkTo(location.href, { view: "chat", room: config.room, admin: addressText(admin) }), "invite-link");
-  const publisher = new Publisher({
-    transport: verifier.transport(webSocketTransport(config.endpoint)),
-    admission: verifier.admission,
-    spec,
-    key,
-    store: localStorageStore(storage),
-    onEvent: (event) => showPublisherEvent(shell, event),
-  });
-  shell.compose("say something", (text) => {
-    publisher.publish(utf8(text)).catch((error: unknown) => shell.feed.note(`not sent: ${String(error)}`));
-  });
-  void publisher.run().then((end) => shell.fatal(`ended: ${end.code}`));
+  const publisher = viewPublisher(view, spec);
+  composeData(view, "say something", publisher);
+  showEnd(view, publisher);
 }

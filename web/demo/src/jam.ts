@@ -18,49 +18,37 @@ import {
   ADDRESS_BYTES,
   Kind,
   type Link,
-  Publisher,
-  type SigningKey,
   TopicBinding,
   type Transport,
   fromHex,
-  localStorageStore,
   makeSpec,
   signBroadcast,
   toHex,
   utf8,
-  webSocketTransport,
 } from "../../src/index.js";
 import { ConfigError, type DemoConfig, linkTo } from "./config.js";
 import { element } from "./dom.js";
 import { addressText } from "./feed.js";
-import { showPublisherEvent } from "./publisherLog.js";
-import type { Shell } from "./shell.js";
-import type { WorkerVerifier } from "./verifier.js";
+import { type View, composeData, showEnd, viewPublisher, viewTransport } from "./view.js";
 
 const ROSTER_PREFIX = "bps-demo/roster/";
 
 /** Runs the admin's or a seat's side of the jam in `config.room` until the page closes. */
-export function runJam(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
-  if (config.asAdmin) return runAdmin(shell, config, key, storage, verifier);
-  if (config.admin === undefined) throw new ConfigError("a seat needs ?admin=0x… (or role=admin to host)");
-  runSeat(shell, config, config.admin, key, storage, verifier);
+export function runJam(view: View): void {
+  if (view.config.asAdmin) return runAdmin(view);
+  if (view.config.admin === undefined) throw new ConfigError("a seat needs ?admin=0x… (or role=admin to host)");
+  runSeat(view, view.config.admin);
 }
 
 function specOf(config: DemoConfig, admin: Uint8Array) {
   return makeSpec({ topic: config.topic, binding: TopicBinding.FEED_TOPIC, admin, closed: true });
 }
 
-function runAdmin(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
+function runAdmin(view: View): void {
+  const { shell, config, key, storage } = view;
   const seatLink = linkTo(location.href, { view: "jam", room: config.room, admin: addressText(key.address) });
   shell.link("seats join at", seatLink, "seat-link");
-  const publisher = new Publisher({
-    transport: verifier.transport(webSocketTransport(config.endpoint)),
-    admission: verifier.admission,
-    spec: specOf(config, key.address),
-    key,
-    store: localStorageStore(storage),
-    onEvent: (event) => showPublisherEvent(shell, event),
-  });
+  const publisher = viewPublisher(view, specOf(config, key.address));
   const rosterSlot = ROSTER_PREFIX + toHex(config.topic);
   const seats = new RosterList(storage.getItem(rosterSlot), (members) => {
     storage.setItem(rosterSlot, members.join(","));
@@ -69,11 +57,9 @@ function runAdmin(shell: Shell, config: DemoConfig, key: SigningKey, storage: St
       .catch((error: unknown) => shell.feed.note(`roster not sent: ${String(error)}`));
   });
   shell.controls(seats.root);
-  shell.compose("play something", (text) => {
-    publisher.publish(utf8(text)).catch((error: unknown) => shell.feed.note(`not sent: ${String(error)}`));
-  });
+  composeData(view, "play something", publisher);
   if (seats.members.length > 0) seats.publish();
-  void publisher.run().then((end) => shell.fatal(`ended: ${end.code}`));
+  showEnd(view, publisher);
 }
 
 /** The admin's seat list: a grant box and a revoke button per seat. */
@@ -128,20 +114,16 @@ class RosterList {
   }
 }
 
-function runSeat(shell: Shell, config: DemoConfig, admin: Uint8Array, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
+function runSeat(view: View, admin: Uint8Array): void {
+  const { shell, config, key } = view;
   const spec = specOf(config, admin);
-  const stream = new CurrentLink(verifier.transport(webSocketTransport(config.endpoint)));
+  const stream = new CurrentLink(viewTransport(view));
   let challenge: Uint8Array | undefined;
-  const publisher = new Publisher({
+  const publisher = viewPublisher(view, spec, {
     transport: stream.transport,
-    admission: verifier.admission,
-    spec,
-    key,
-    store: localStorageStore(storage),
     onEvent: (event) => {
       if (event.type === "joined") challenge = event.challenge;
       if (event.type === "reset") challenge = undefined;
-      showPublisherEvent(shell, event);
     },
   });
   const insist = element("input", { type: "checkbox", "data-testid": "insist" });
@@ -165,7 +147,7 @@ function runSeat(shell: Shell, config: DemoConfig, admin: Uint8Array, key: Signi
       (error: unknown) => shell.feed.note(`not sent: ${String(error)}`),
     );
   });
-  void publisher.run().then((end) => shell.fatal(`ended: ${end.code}`));
+  showEnd(view, publisher);
 }
 
 /** A transport that remembers the link of the current stream (for "insist"). */

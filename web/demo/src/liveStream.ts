@@ -7,63 +7,43 @@
  * Owns: `runLiveStream`. Never: shows a frame the library did not verify.
  */
 
-import {
-  Publisher,
-  type SigningKey,
-  Status,
-  Subscriber,
-  TopicBinding,
-  describeSessionFault,
-  localStorageStore,
-  makeSpec,
-  utf8,
-  webSocketTransport,
-} from "../../src/index.js";
+import { Status, Subscriber, TopicBinding, describeSessionFault, localStorageStore, makeSpec } from "../../src/index.js";
 import { ConfigError, type DemoConfig, linkTo } from "./config.js";
 import { element } from "./dom.js";
 import { addressText } from "./feed.js";
-import { showPublisherEvent } from "./publisherLog.js";
-import type { Shell } from "./shell.js";
-import type { WorkerVerifier } from "./verifier.js";
 import { showVerdict } from "./verdicts.js";
+import { type View, composeData, showEnd, viewPublisher, viewTransport } from "./view.js";
 
 /** Broadcasts (as admin) or watches the stream of `config.room` until the page closes. */
-export function runLiveStream(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
-  if (config.asAdmin) return broadcast(shell, config, key, storage, verifier);
-  if (config.admin === undefined) throw new ConfigError("a viewer needs ?admin=0x… (or role=admin to broadcast)");
-  watch(shell, config, config.admin, storage, verifier);
+export function runLiveStream(view: View): void {
+  if (view.config.asAdmin) return broadcast(view);
+  if (view.config.admin === undefined) throw new ConfigError("a viewer needs ?admin=0x… (or role=admin to broadcast)");
+  watch(view, view.config.admin);
 }
 
 function specOf(config: DemoConfig, admin: Uint8Array) {
   return makeSpec({ topic: config.topic, binding: TopicBinding.FEED_TOPIC, admin });
 }
 
-function broadcast(shell: Shell, config: DemoConfig, key: SigningKey, storage: Storage, verifier: WorkerVerifier): void {
+function broadcast(view: View): void {
+  const { shell, config, key } = view;
   const viewer = linkTo(location.href, { view: "live", room: config.room, admin: addressText(key.address) });
   shell.link("viewers watch at", viewer, "viewer-link");
-  const publisher = new Publisher({
-    transport: verifier.transport(webSocketTransport(config.endpoint)),
-    admission: verifier.admission,
-    spec: specOf(config, key.address),
-    key,
-    store: localStorageStore(storage),
-    onEvent: (event) => showPublisherEvent(shell, event),
-  });
-  shell.compose("a frame for your viewers", (text) => {
-    publisher.publish(utf8(text)).catch((error: unknown) => shell.feed.note(`not sent: ${String(error)}`));
-  });
+  const publisher = viewPublisher(view, specOf(config, key.address));
+  composeData(view, "a frame for your viewers", publisher);
   const end = element("button", { type: "button", "data-testid": "end-stream" }, "end the stream");
   end.addEventListener("click", () => void publisher.endOfStream());
   shell.controls(end);
-  void publisher.run().then((ended) => shell.fatal(`ended: ${ended.code}`));
+  showEnd(view, publisher);
 }
 
-function watch(shell: Shell, config: DemoConfig, admin: Uint8Array, storage: Storage, verifier: WorkerVerifier): void {
+function watch(view: View, admin: Uint8Array): void {
+  const { shell, config } = view;
   const subscriber = new Subscriber({
-    transport: verifier.transport(webSocketTransport(config.endpoint)),
-    admission: verifier.admission,
+    transport: viewTransport(view),
+    admission: view.verifier.admission,
     spec: specOf(config, admin),
-    store: localStorageStore(storage),
+    store: localStorageStore(view.storage),
     onEvent: (event) => {
       switch (event.type) {
         case "joined":
@@ -80,5 +60,5 @@ function watch(shell: Shell, config: DemoConfig, admin: Uint8Array, storage: Sto
     },
   });
   shell.role(`viewer of ${addressText(admin)}`);
-  void subscriber.run().then((end) => shell.fatal(`ended: ${end.code}`));
+  showEnd(view, subscriber);
 }

@@ -18,6 +18,7 @@ import { keyPanel } from "./keyPanel.js";
 import { runLiveStream } from "./liveStream.js";
 import { Shell } from "./shell.js";
 import { WorkerVerifier } from "./verifier.js";
+import type { View } from "./view.js";
 
 const TITLES = { chat: "Group chat", live: "Live stream", jam: "Jam" } as const;
 
@@ -35,9 +36,10 @@ async function start(root: HTMLElement): Promise<void> {
       (counts) => shell.verification(counts),
       (detail) => shell.fatal(`verification stopped: ${detail}`),
     );
-    if (config.view === "chat") runChat(shell, config, key, localStorage, verifier);
-    if (config.view === "live") runLiveStream(shell, config, key, localStorage, verifier);
-    if (config.view === "jam") runJam(shell, config, key, localStorage, verifier);
+    const view: View = { shell, config, key, storage: localStorage, verifier };
+    if (config.view === "chat") runChat(view);
+    if (config.view === "live") runLiveStream(view);
+    if (config.view === "jam") runJam(view);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     const message = document.createElement("p");
