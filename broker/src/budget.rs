@@ -261,151 +261,222 @@ pub fn default_budget(host_memory_bytes: u64) -> u64 {
     host_memory_bytes / 100 * DEFAULT_BUDGET_PERCENT_OF_HOST
 }
 
-fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
-    let limits = &config.limits;
-    let server = &config.server;
-    let connections = to_u64(limits.connections_max);
-    // A queue doubles as it fills, up to its bound and slack; a batch grows to the largest
-    // write, control messages included.
-    let queue_slots =
-        (to_u64(limits.outbound_queue_frames_max) * to_u64(QUEUE_SLACK_FACTOR)).next_power_of_two();
-    let batch_slots = to_u64(server.write_batch_frames_max) + to_u64(PORT_CONTROL_MESSAGES_MAX);
-    let frames_in_flight = cores * to_u64(limits.frames_in_flight_per_core_max);
-    let frame_memory = to_u64(limits.frame_memory_bytes_max);
-    let idle_read = to_u64(READ_BUFFER_IDLE_BYTES);
-    let cohorts = to_u64(limits.cohorts_max);
-    let cohort_bytes = COHORT_STATE_BYTES
-        + to_u64(limits.cursors_per_cohort_max) * CURSOR_ENTRY_BYTES
-        + to_u64(limits.dedup_window_entries) * DEDUP_ENTRY_BYTES
-        + ROSTER_STATE_BYTES;
-    // Home and owner lanes are preallocated; credits and results hold at most one entry
-    // each per frame in flight.
-    let lanes = cores * 2 * to_u64(server.inbox_messages_max) * MESSAGE_SLOT_BYTES
-        + 2 * frames_in_flight * MESSAGE_SLOT_BYTES;
-    // Owner overflow per core, plus at most one home message per reader and stream end.
-    let overflow = cores * to_u64(server.overflow_messages_max) * MESSAGE_SLOT_BYTES
-        + 2 * connections * MESSAGE_SLOT_BYTES;
-    let series_lines =
-        cores * SERIES_LINES_PER_CORE + to_u64(limits.cohort_series_max) * SERIES_LINES_PER_COHORT;
-    let history_frames = to_u64(limits.history_frames_max);
-    vec![
-        Term {
-            name: "process base",
-            keys: "fixed",
-            bytes: BASE_BYTES,
-        },
-        Term {
-            name: "connections",
-            keys: "limits.connections_max, limits.outbound_queue_frames_max, server.write_batch_frames_max",
-            bytes: connections
-                * (CONNECTION_STATE_BYTES
-                    + idle_read
-                    + queue_slots * QUEUE_SLOT_BYTES
-                    + batch_slots * BATCH_SLOT_BYTES),
-        },
-        Term {
-            name: "frame memory",
-            keys: "limits.frame_memory_bytes_max, limits.connections_max",
-            bytes: (frame_memory + connections * idle_read)
+/// One term of the worst case: what it bounds, the config keys that size it, and its bytes
+/// from the configuration's `Sizing`.
+struct TermRow {
+    name: &'static str,
+    keys: &'static str,
+    bytes: fn(&Sizing) -> u64,
+}
+
+/// The terms of the worst case, one row each, in report order.
+const TERMS: [TermRow; 18] = [
+    TermRow {
+        name: "process base",
+        keys: "fixed",
+        bytes: |_| BASE_BYTES,
+    },
+    TermRow {
+        name: "connections",
+        keys: "limits.connections_max, limits.outbound_queue_frames_max, server.write_batch_frames_max",
+        bytes: |s| s.connections * s.connection_bytes,
+    },
+    TermRow {
+        name: "frame memory",
+        keys: "limits.frame_memory_bytes_max, limits.connections_max",
+        bytes: |s| {
+            (s.frame_memory + s.connections * s.idle_read)
                 * (100 + FRAME_ALLOCATOR_OVERHEAD_PERCENT)
-                / 100,
+                / 100
         },
-        Term {
-            name: "frames in flight",
-            keys: "limits.frames_in_flight_per_core_max, server.cores",
-            bytes: frames_in_flight * FRAME_IN_FLIGHT_BYTES,
-        },
-        Term {
-            name: "fair queues",
-            keys: "limits.frames_in_flight_per_core_max, server.cores",
-            bytes: frames_in_flight * FAIR_QUEUE_ENTRY_BYTES,
-        },
-        Term {
-            name: "cross-core lanes",
-            keys: "server.inbox_messages_max, limits.frames_in_flight_per_core_max",
-            bytes: lanes,
-        },
-        Term {
-            name: "cross-core overflow",
-            keys: "server.overflow_messages_max, limits.connections_max",
-            bytes: overflow,
-        },
-        Term {
-            name: "WebSocket sessions",
-            keys: "ws.enabled, limits.connections_max, limits.frame_bytes_max, ws.static_dir",
-            bytes: if config.ws.enabled {
-                connections * ws_connection_bytes(limits.frame_bytes_max)
-                    + if config.ws.static_dir.is_empty() {
-                        0
-                    } else {
-                        STATIC_BYTES_MAX
-                    }
-            } else {
-                0
-            },
-        },
-        Term {
-            name: "W5 service POSTs",
-            keys: "ws.enabled, server.cores (fixed per core and per peer)",
-            bytes: if config.ws.enabled {
-                cores
-                    * to_u64(crate::limits::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX)
-                    * (FRAME_IN_FLIGHT_BYTES + 2 * to_u64(bps_ws::bridge::INBOUND_BYTES_MAX))
-                    + to_u64(crate::limits::POST_RATE_PEERS_MAX) * POST_RATE_ENTRY_BYTES
-            } else {
-                0
-            },
-        },
-        Term {
-            name: "WebSocket refusals",
-            keys: "ws.enabled, server.cores (fixed per core)",
-            bytes: if config.ws.enabled {
-                cores * crate::limits::REFUSALS_IN_FLIGHT_PER_CORE_MAX * WS_REFUSAL_BYTES
-            } else {
-                0
-            },
-        },
-        Term {
-            name: "cohorts",
-            keys: "limits.cohorts_max, limits.cursors_per_cohort_max, limits.dedup_window_entries",
-            bytes: cohorts * cohort_bytes,
-        },
-        Term {
-            name: "history rings",
-            keys: "limits.cohorts_max, limits.history_frames_max (frames: in frame memory)",
-            bytes: cohorts * history_frames * HISTORY_ENTRY_BYTES,
-        },
-        Term {
-            name: "history backlogs",
-            keys: "limits.connections_max, limits.history_frames_max",
-            bytes: connections * history_frames * BACKLOG_SLOT_BYTES,
-        },
-        Term {
-            name: "key caches",
-            keys: "verify.key_cache_keys_max, verify.workers",
-            bytes: workers.max(cores) * to_u64(config.verify.key_cache_keys_max) * KEY_ENTRY_BYTES,
-        },
-        Term {
-            name: "peer ledger",
-            keys: "limits.blocklist_entries_max, limits.connections_max",
-            bytes: (to_u64(limits.blocklist_entries_max) + connections) * PEER_ENTRY_BYTES,
-        },
-        Term {
-            name: "metric series",
-            keys: "limits.cohort_series_max",
-            bytes: series_lines * SERIES_LINE_BYTES,
-        },
-        Term {
-            name: "admin server",
-            keys: "fixed",
-            bytes: ADMIN_BYTES,
-        },
-        Term {
-            name: "log buffer",
-            keys: "fixed",
-            bytes: LOG_BUFFER_BYTES,
-        },
-    ]
+    },
+    TermRow {
+        name: "frames in flight",
+        keys: "limits.frames_in_flight_per_core_max, server.cores",
+        bytes: |s| s.frames_in_flight * FRAME_IN_FLIGHT_BYTES,
+    },
+    TermRow {
+        name: "fair queues",
+        keys: "limits.frames_in_flight_per_core_max, server.cores",
+        bytes: |s| s.frames_in_flight * FAIR_QUEUE_ENTRY_BYTES,
+    },
+    TermRow {
+        name: "cross-core lanes",
+        keys: "server.inbox_messages_max, limits.frames_in_flight_per_core_max",
+        bytes: |s| s.lanes,
+    },
+    TermRow {
+        name: "cross-core overflow",
+        keys: "server.overflow_messages_max, limits.connections_max",
+        bytes: |s| s.overflow,
+    },
+    TermRow {
+        name: "WebSocket sessions",
+        keys: "ws.enabled, limits.connections_max, limits.frame_bytes_max, ws.static_dir",
+        bytes: ws_sessions_bytes,
+    },
+    TermRow {
+        name: "W5 service POSTs",
+        keys: "ws.enabled, server.cores (fixed per core and per peer)",
+        bytes: service_posts_bytes,
+    },
+    TermRow {
+        name: "WebSocket refusals",
+        keys: "ws.enabled, server.cores (fixed per core)",
+        bytes: ws_refusals_bytes,
+    },
+    TermRow {
+        name: "cohorts",
+        keys: "limits.cohorts_max, limits.cursors_per_cohort_max, limits.dedup_window_entries",
+        bytes: |s| s.cohorts * s.cohort_bytes,
+    },
+    TermRow {
+        name: "history rings",
+        keys: "limits.cohorts_max, limits.history_frames_max (frames: in frame memory)",
+        bytes: |s| s.cohorts * s.history_frames * HISTORY_ENTRY_BYTES,
+    },
+    TermRow {
+        name: "history backlogs",
+        keys: "limits.connections_max, limits.history_frames_max",
+        bytes: |s| s.connections * s.history_frames * BACKLOG_SLOT_BYTES,
+    },
+    TermRow {
+        name: "key caches",
+        keys: "verify.key_cache_keys_max, verify.workers",
+        bytes: |s| s.workers.max(s.cores) * s.key_cache_keys * KEY_ENTRY_BYTES,
+    },
+    TermRow {
+        name: "peer ledger",
+        keys: "limits.blocklist_entries_max, limits.connections_max",
+        bytes: |s| (s.blocklist_entries + s.connections) * PEER_ENTRY_BYTES,
+    },
+    TermRow {
+        name: "metric series",
+        keys: "limits.cohort_series_max",
+        bytes: |s| s.series_lines * SERIES_LINE_BYTES,
+    },
+    TermRow {
+        name: "admin server",
+        keys: "fixed",
+        bytes: |_| ADMIN_BYTES,
+    },
+    TermRow {
+        name: "log buffer",
+        keys: "fixed",
+        bytes: |_| LOG_BUFFER_BYTES,
+    },
+];
+
+fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
+    let sizing = Sizing::of(config, cores, workers);
+    TERMS
+        .iter()
+        .map(|row| Term {
+            name: row.name,
+            keys: row.keys,
+            bytes: (row.bytes)(&sizing),
+        })
+        .collect()
+}
+
+/// The counts and per-entry sizes the terms multiply, derived from a configuration once.
+struct Sizing {
+    cores: u64,
+    workers: u64,
+    connections: u64,
+    /// One connection's fixed state, idle read buffer, and queue and batch at their largest.
+    connection_bytes: u64,
+    frames_in_flight: u64,
+    frame_memory: u64,
+    idle_read: u64,
+    cohorts: u64,
+    /// One cohort's state with its cursor table, dedup window and roster at their largest.
+    cohort_bytes: u64,
+    lanes: u64,
+    overflow: u64,
+    series_lines: u64,
+    history_frames: u64,
+    key_cache_keys: u64,
+    blocklist_entries: u64,
+    ws_enabled: bool,
+    ws_static: bool,
+    /// What a WebSocket connection may hold beyond a TCP one.
+    ws_connection_bytes: u64,
+}
+
+impl Sizing {
+    fn of(config: &BrokerConfig, cores: u64, workers: u64) -> Sizing {
+        let limits = &config.limits;
+        let server = &config.server;
+        let connections = to_u64(limits.connections_max);
+        // A queue doubles as it fills, up to its bound and slack; a batch grows to the largest
+        // write, control messages included.
+        let queue_slots = (to_u64(limits.outbound_queue_frames_max) * to_u64(QUEUE_SLACK_FACTOR))
+            .next_power_of_two();
+        let batch_slots = to_u64(server.write_batch_frames_max) + to_u64(PORT_CONTROL_MESSAGES_MAX);
+        let frames_in_flight = cores * to_u64(limits.frames_in_flight_per_core_max);
+        Sizing {
+            cores,
+            workers,
+            connections,
+            connection_bytes: CONNECTION_STATE_BYTES
+                + to_u64(READ_BUFFER_IDLE_BYTES)
+                + queue_slots * QUEUE_SLOT_BYTES
+                + batch_slots * BATCH_SLOT_BYTES,
+            frames_in_flight,
+            frame_memory: to_u64(limits.frame_memory_bytes_max),
+            idle_read: to_u64(READ_BUFFER_IDLE_BYTES),
+            cohorts: to_u64(limits.cohorts_max),
+            cohort_bytes: COHORT_STATE_BYTES
+                + to_u64(limits.cursors_per_cohort_max) * CURSOR_ENTRY_BYTES
+                + to_u64(limits.dedup_window_entries) * DEDUP_ENTRY_BYTES
+                + ROSTER_STATE_BYTES,
+            // Home and owner lanes are preallocated; credits and results hold at most one
+            // entry each per frame in flight.
+            lanes: cores * 2 * to_u64(server.inbox_messages_max) * MESSAGE_SLOT_BYTES
+                + 2 * frames_in_flight * MESSAGE_SLOT_BYTES,
+            // Owner overflow per core, plus at most one home message per reader and stream end.
+            overflow: cores * to_u64(server.overflow_messages_max) * MESSAGE_SLOT_BYTES
+                + 2 * connections * MESSAGE_SLOT_BYTES,
+            series_lines: cores * SERIES_LINES_PER_CORE
+                + to_u64(limits.cohort_series_max) * SERIES_LINES_PER_COHORT,
+            history_frames: to_u64(limits.history_frames_max),
+            key_cache_keys: to_u64(config.verify.key_cache_keys_max),
+            blocklist_entries: to_u64(limits.blocklist_entries_max),
+            ws_enabled: config.ws.enabled,
+            ws_static: !config.ws.static_dir.is_empty(),
+            ws_connection_bytes: ws_connection_bytes(limits.frame_bytes_max),
+        }
+    }
+}
+
+/// Every connection's WebSocket share, and the static files when a directory is served.
+fn ws_sessions_bytes(s: &Sizing) -> u64 {
+    if !s.ws_enabled {
+        return 0;
+    }
+    let static_files = if s.ws_static { STATIC_BYTES_MAX } else { 0 };
+    s.connections * s.ws_connection_bytes + static_files
+}
+
+/// The W5 relays waiting for their signature check on every core, each a body, its assembled
+/// frame and a verification job, and the per-peer rate table.
+fn service_posts_bytes(s: &Sizing) -> u64 {
+    if !s.ws_enabled {
+        return 0;
+    }
+    s.cores
+        * to_u64(crate::limits::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX)
+        * (FRAME_IN_FLIGHT_BYTES + 2 * to_u64(bps_ws::bridge::INBOUND_BYTES_MAX))
+        + to_u64(crate::limits::POST_RATE_PEERS_MAX) * POST_RATE_ENTRY_BYTES
+}
+
+/// The refusal answers every core may have in flight at accept.
+fn ws_refusals_bytes(s: &Sizing) -> u64 {
+    if !s.ws_enabled {
+        return 0;
+    }
+    s.cores * crate::limits::REFUSALS_IN_FLIGHT_PER_CORE_MAX * WS_REFUSAL_BYTES
 }
 
 /// The host's memory: physical memory, or the cgroup's limit when that is lower (a

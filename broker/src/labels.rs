@@ -1,5 +1,5 @@
 //! The label values the metrics export and the I/O layer records: which carrier a stream
-//! travels on and why a connection was refused at accept. A leaf, so that `metrics.rs` and
+//! travels on and why a connection was refused at accept. A leaf, so that `metrics` and
 //! the I/O layer share them without importing each other.
 
 /// What a stream's bytes travel on.

@@ -1,0 +1,43 @@
+//! The broker-wide gauges of a scrape: frame memory and resident memory against their bounds,
+//! the memory budget's worst case per term, each core's heartbeat and CPU time, readiness,
+//! and the verification pool's totals.
+//!
+//! Owns: `BrokerGauges` and `VerifyPoolFigures`, the figures the I/O layer reads at scrape.
+//! Never does: render; `render::broker` writes these families.
+
+use crate::budget::MemoryBudget;
+
+/// Broker-wide gauges of one scrape: memory against its bounds, and each core's heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerGauges {
+    /// Frame bytes in use now, and their bound.
+    pub frame_memory_bytes: u64,
+    pub frame_memory_bytes_max: u64,
+    /// The process's resident memory.
+    pub rss_bytes: u64,
+    /// The worst case of the running configuration, per term, and its budget.
+    pub budget: MemoryBudget,
+    /// Milliseconds since each core last began a turn.
+    pub heartbeats_ms: Vec<u64>,
+    /// CPU time each core's thread has used (`None`: its thread is not running).
+    pub core_busy: Vec<Option<std::time::Duration>>,
+    /// Whether `/readyz` answers 200 (not draining).
+    pub ready: bool,
+    /// The verification pool's totals; `None` when every core verifies inline.
+    pub verify_pool: Option<VerifyPoolFigures>,
+}
+
+/// The verification pool's totals since start, read from its shared statistics at scrape.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyPoolFigures {
+    pub jobs: u64,
+    pub batches: u64,
+    pub full: u64,
+    pub recoveries: u64,
+    pub key_accepts: u64,
+    pub batch_checks: u64,
+    pub batch_failures: u64,
+    pub class_full: u64,
+    pub cancelled: u64,
+    pub bisections: u64,
+}
