@@ -15,7 +15,7 @@ use super::reclaim::Reclaim;
 use crate::action::{Action, CloseReason};
 use crate::counters::Counter;
 use crate::deadlines::{DeadlineKey, Deadlines};
-use crate::ids::StreamId;
+use crate::ids::{CohortSerial, StreamId};
 use crate::stream::Stream;
 use crate::time::Millis;
 
@@ -36,10 +36,7 @@ impl Machine {
             }
             Some(_) => {
                 let peer = stream.peer;
-                let cohort = self
-                    .cohorts
-                    .get(&stream.cohort)
-                    .expect("a stream's cohort is live");
+                let cohort = self.cohorts.live(stream.cohort);
                 let counters = Arc::clone(&cohort.counters);
                 self.out.count(&counters, Counter::ClaimTimeout);
                 self.close_stream(stream_id, Some(CloseReason::ClaimTimeout));
@@ -48,8 +45,13 @@ impl Machine {
         }
     }
 
-    pub(super) fn inactivity_deadline_due(&mut self, now: Millis, at: Millis, serial: u64) {
-        let Some(cohort) = self.cohorts.get_mut(&serial) else {
+    pub(super) fn inactivity_deadline_due(
+        &mut self,
+        now: Millis,
+        at: Millis,
+        serial: CohortSerial,
+    ) {
+        let Some(cohort) = self.cohorts.get_mut(serial) else {
             return;
         };
         if cohort.inactivity_timer != Some(at) {
@@ -72,8 +74,8 @@ impl Machine {
     /// it is reclaimed (a Join on another core may be waiting for room); otherwise the timer
     /// comes back after that long again while the cohort stays idle, so each idle cohort
     /// holds one timer.
-    pub(super) fn idle_deadline_due(&mut self, now: Millis, at: Millis, serial: u64) {
-        let Some(cohort) = self.cohorts.get_mut(&serial) else {
+    pub(super) fn idle_deadline_due(&mut self, now: Millis, at: Millis, serial: CohortSerial) {
+        let Some(cohort) = self.cohorts.get_mut(serial) else {
             return;
         };
         if cohort.idle_timer != Some(at) {
@@ -101,7 +103,7 @@ impl Machine {
     /// and since when; a newly idle cohort gets an idle timer unless one is queued.
     pub(super) fn settle_idle(&mut self, now: Millis) {
         for serial in std::mem::take(&mut self.unsettled) {
-            let Some(cohort) = self.cohorts.get_mut(&serial) else {
+            let Some(cohort) = self.cohorts.get_mut(serial) else {
                 continue;
             };
             match (cohort.fanout.is_empty(), cohort.idle_since) {
@@ -135,10 +137,10 @@ impl Machine {
                 .get(&stream_id)
                 .is_some_and(|stream| stream.claim_timer == Some(at)),
             DeadlineKey::Inactivity(serial) => cohorts
-                .get(&serial)
+                .get(serial)
                 .is_some_and(|cohort| cohort.inactivity_timer == Some(at)),
             DeadlineKey::Idle(serial) => cohorts
-                .get(&serial)
+                .get(serial)
                 .is_some_and(|cohort| cohort.idle_timer == Some(at)),
         };
         // Live entries: a claim per stream, an inactivity and an idle timer per cohort.

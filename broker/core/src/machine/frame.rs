@@ -18,7 +18,7 @@ use super::deadline::clear_claim_deadline;
 use super::reclaim::Reclaim;
 use crate::action::{Action, ChunkFacts, Delivered, InvalidSoc, Violation, WrongStream};
 use crate::counters::Counter;
-use crate::ids::{StreamId, Ticket};
+use crate::ids::{CohortSerial, StreamId, Ticket};
 use crate::stream::{Checked, FrameKind, InFlight, Role};
 use crate::time::Millis;
 use crate::validation::{FrameContext, Verdict, check_frame};
@@ -50,10 +50,7 @@ impl Machine {
         if let Some(revocation) = stream.revocation {
             self.out.consumed(stream_id);
             if revocation.tolerates(now, self.config.revocation_grace_ms) {
-                let cohort = self
-                    .cohorts
-                    .get(&stream.cohort)
-                    .expect("a stream's cohort is live");
+                let cohort = self.cohorts.live(stream.cohort);
                 self.out
                     .count(&cohort.counters, Counter::DropRevokedInGrace);
             } else {
@@ -79,10 +76,7 @@ impl Machine {
             .streams
             .get_mut(&stream_id)
             .expect("checked stream is attached");
-        let cohort = self
-            .cohorts
-            .get(&stream.cohort)
-            .expect("a stream's cohort is live");
+        let cohort = self.cohorts.live(stream.cohort);
         let named =
             cohort.authorship() == Authorship::Explicit && cohort.roster.names(&stream.addr);
         let context = FrameContext {
@@ -190,10 +184,7 @@ impl Machine {
             .expect("applied stream is attached");
         stream.proven = true;
         let serial = stream.cohort;
-        let cohort = self
-            .cohorts
-            .get_mut(&serial)
-            .expect("a stream's cohort is live");
+        let cohort = self.cohorts.live_mut(serial);
         // Revoked while the frame was being verified: it was read within the grace (R24).
         if stream.revocation.is_some() {
             self.out
@@ -222,10 +213,7 @@ impl Machine {
             self.claim(stream_id);
         }
         // The claim may have reset another stream of this address (R29), never this one.
-        let cohort = self
-            .cohorts
-            .get_mut(&serial)
-            .expect("a stream's cohort is live");
+        let cohort = self.cohorts.live_mut(serial);
         match frame.kind {
             FrameKind::Data => {
                 // R16 again: another stream of the same address may have moved the cursor.
@@ -269,16 +257,13 @@ impl Machine {
     pub(super) fn publish(
         &mut self,
         now: Millis,
-        serial: u64,
+        serial: CohortSerial,
         identity: &Address,
         frame: &Checked,
         verified: &Verified,
         counter: Counter,
     ) -> Arc<ChunkFacts> {
-        let cohort = self
-            .cohorts
-            .get_mut(&serial)
-            .expect("publishing cohort is live");
+        let cohort = self.cohorts.live_mut(serial);
         cohort.last_activity = now;
         self.out.count(&cohort.counters, counter);
         let targets = cohort.fanout.targets(identity);
@@ -298,7 +283,7 @@ impl Machine {
     pub(super) fn publish_data(
         &mut self,
         now: Millis,
-        serial: u64,
+        serial: CohortSerial,
         identity: &Address,
         frame: &Checked,
         verified: &Verified,
@@ -311,16 +296,13 @@ impl Machine {
             verified,
             Counter::AcceptedData,
         );
-        self.cohorts
-            .get_mut(&serial)
-            .expect("publishing cohort is live")
-            .retain(
-                *identity,
-                Delivered {
-                    frame: frame.frame.bytes().clone(),
-                    facts,
-                },
-            );
+        self.cohorts.live_mut(serial).retain(
+            *identity,
+            Delivered {
+                frame: frame.frame.bytes().clone(),
+                facts,
+            },
+        );
     }
 
     /// R7: a pending, silent or granted spectator stream's first valid frame.
@@ -330,10 +312,7 @@ impl Machine {
             .get_mut(&stream_id)
             .expect("claiming stream is attached");
         let serial = stream.cohort;
-        let cohort = self
-            .cohorts
-            .get_mut(&serial)
-            .expect("a stream's cohort is live");
+        let cohort = self.cohorts.live_mut(serial);
         let entering_fanout = matches!(stream.role, Role::Pending | Role::Silent);
         cohort.change_role(stream_id, stream, Role::Publisher);
         self.unsettled.push(serial);

@@ -23,7 +23,7 @@ use crate::cohort::Cohort;
 use crate::config::HistoryPolicy;
 use crate::counters::Counter;
 use crate::deadlines::DeadlineKey;
-use crate::ids::{PeerId, StreamId};
+use crate::ids::{CohortSerial, PeerId, StreamId};
 use crate::stream::{DropWindow, Role, Stream};
 use crate::time::Millis;
 
@@ -73,7 +73,7 @@ impl Machine {
                 CloseReason::Rejected(RejectCause::AnonymousInClosed),
             );
         }
-        let serial = match self.cohort_by_key.get(&valid.key).copied() {
+        let serial = match self.cohorts.serial_of(&valid.key) {
             Some(serial) => match self.admit(serial, arrival, &valid.addr) {
                 Ok(()) => serial,
                 Err(cause) => {
@@ -92,11 +92,11 @@ impl Machine {
     /// counted in.
     pub(super) fn admit(
         &self,
-        serial: u64,
+        serial: CohortSerial,
         arrival: Arrival,
         addr: &Address,
     ) -> Result<(), FullCause> {
-        let cohort = self.cohort(serial);
+        let cohort = self.cohorts.live(serial);
         let peer = arrival.peer;
         let peer_streams = cohort.streams_of_peer(peer);
         // W11: R33 counts a peer's sessions with an addr of their own.
@@ -153,7 +153,7 @@ impl Machine {
         now: Millis,
         arrival: Arrival,
         valid: &ValidJoin,
-    ) -> Result<u64, FullCause> {
+    ) -> Result<CohortSerial, FullCause> {
         let peer = arrival.peer;
         self.ledger.try_enter_cohort(peer)?;
         let room = self.ledger.try_open_cohort()
@@ -167,31 +167,34 @@ impl Machine {
             self.ledger.leave_cohort(peer);
             return Err(FullCause::PeerAnonymousSessions);
         }
-        let serial = self.next_cohort_serial;
-        self.next_cohort_serial += 1;
+        let serial = self.cohorts.issue_serial();
         let mut cohort = Cohort::new(serial, valid.key.clone(), valid.spec, now, &self.config);
         self.out
             .registry
-            .register(serial, Arc::clone(&cohort.counters));
+            .register(serial.get(), Arc::clone(&cohort.counters));
         self.out.count(&cohort.counters, Counter::CohortsCreated);
         let deadline = now.plus_ms(self.config.inactivity_deadline_ms);
         cohort.inactivity_timer = Some(deadline);
         self.deadlines
             .push(deadline, DeadlineKey::Inactivity(serial));
-        self.cohort_by_key.insert(valid.key.clone(), serial);
-        self.cohorts.insert(serial, cohort);
+        self.cohorts.insert(cohort);
         Ok(serial)
     }
 
     /// Answers FULL or REJECTED and ends the stream (R5).
-    pub(super) fn refuse(&mut self, stream: StreamId, serial: Option<u64>, reason: CloseReason) {
+    pub(super) fn refuse(
+        &mut self,
+        stream: StreamId,
+        serial: Option<CohortSerial>,
+        reason: CloseReason,
+    ) {
         let (status, counter) = match reason {
             CloseReason::Full(_) => (Status::Full, Counter::JoinsFull),
             _ => (Status::Rejected, Counter::JoinsRejected),
         };
         match serial {
             Some(serial) => {
-                let counters = Arc::clone(&self.cohort(serial).counters);
+                let counters = Arc::clone(&self.cohorts.live(serial).counters);
                 self.out.count(&counters, counter);
             }
             None => self.out.registry.add_total(counter, 1),
@@ -214,7 +217,7 @@ impl Machine {
         now: Millis,
         arrival: Arrival,
         stream_id: StreamId,
-        serial: u64,
+        serial: CohortSerial,
         addr: Address,
     ) {
         let mut challenge: Hash = [0; 32];
@@ -229,10 +232,7 @@ impl Machine {
             notice: None,
         });
 
-        let cohort = self
-            .cohorts
-            .get_mut(&serial)
-            .expect("cohort admitted the stream");
+        let cohort = self.cohorts.live_mut(serial);
         let role = initial_role(cohort, arrival, &addr);
         let mut stream = Stream {
             peer: arrival.peer,
@@ -289,9 +289,9 @@ impl Machine {
 
     /// R29: an address holds at most `publisher_streams_per_address_max` publisher streams
     /// in a cohort; the oldest claims are reset.
-    pub(super) fn enforce_publisher_streams(&mut self, serial: u64, addr: &Address) {
+    pub(super) fn enforce_publisher_streams(&mut self, serial: CohortSerial, addr: &Address) {
         loop {
-            let cohort = self.cohort(serial);
+            let cohort = self.cohorts.live(serial);
             let Some(publishers) = cohort.publishers_by_addr.get(addr) else {
                 return;
             };

@@ -30,16 +30,18 @@ use crate::cohort::Cohort;
 use crate::config::ProtocolConfig;
 use crate::counters::{Counter, CounterRegistry};
 use crate::deadlines::{DeadlineKey, Deadlines};
-use crate::ids::{StreamId, Ticket, WriteNotice};
+use crate::ids::{CohortSerial, StreamId, Ticket, WriteNotice};
 use crate::ledger::PeerLedger;
 use crate::relay::{RelayOutcome, RelayReply};
 use crate::snapshot::{CohortStreams, CohortSummary, page_of_streams, summarize};
 use crate::stream::Stream;
 use crate::time::Millis;
 
+use cohorts::Cohorts;
 use outbox::Outbox;
 use relay::PendingRelay;
 
+mod cohorts;
 mod deadline;
 mod frame;
 mod join;
@@ -53,6 +55,15 @@ mod violation;
 /// timing out together) is spread over turns, so the core keeps answering in between.
 pub const DEADLINES_PER_TICK_MAX: usize = 1024;
 
+/// Where a verification job came from (`Machine::job_origin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TicketOrigin {
+    /// The stream whose frame it checks; `None` for a W5 relayed chunk.
+    pub stream: Option<StreamId>,
+    /// The cohort it is for.
+    pub cohort: CohortSerial,
+}
+
 /// The I/O-free protocol core of one broker core. See the module documentation.
 #[derive(Debug)]
 pub struct Machine {
@@ -62,8 +73,7 @@ pub struct Machine {
     read_window_frames_max: usize,
     ledger: Arc<PeerLedger>,
     rng: StdRng,
-    cohorts: HashMap<u64, Cohort>,
-    cohort_by_key: HashMap<CohortKey, u64>,
+    cohorts: Cohorts,
     streams: HashMap<StreamId, Stream>,
     /// Verifications in flight, by ticket. A ticket of a closed stream stays until its
     /// result arrives, which is then ignored, and only then is its frame consumed: so the
@@ -75,12 +85,11 @@ pub struct Machine {
     relays: HashMap<Ticket, PendingRelay>,
     deadlines: Deadlines,
     /// R31: the idle cohorts (empty fan-out set), oldest first, as (idle since, serial).
-    idle: BTreeSet<(Millis, u64)>,
+    idle: BTreeSet<(Millis, CohortSerial)>,
     /// Cohorts whose membership or roles changed during the current input; their idleness
     /// is settled before the input returns (`rearm`).
-    unsettled: Vec<u64>,
+    unsettled: Vec<CohortSerial>,
     out: Outbox,
-    next_cohort_serial: u64,
     next_ticket: u64,
     next_notice: u64,
 }
@@ -100,8 +109,7 @@ impl Machine {
             config,
             ledger,
             rng,
-            cohorts: HashMap::new(),
-            cohort_by_key: HashMap::new(),
+            cohorts: Cohorts::new(),
             streams: HashMap::new(),
             tickets: HashMap::new(),
             relays: HashMap::new(),
@@ -112,7 +120,6 @@ impl Machine {
                 actions: Vec::new(),
                 registry: Arc::new(CounterRegistry::default()),
             },
-            next_cohort_serial: 0,
             next_ticket: 0,
             next_notice: 0,
         }
@@ -141,7 +148,7 @@ impl Machine {
         self.read_window_frames_max = self
             .read_window_frames_max
             .max(config.frames_in_flight_per_stream_max);
-        for cohort in self.cohorts.values_mut() {
+        for cohort in self.cohorts.iter_mut() {
             cohort.bound_history(&config);
         }
         self.config = config;
@@ -187,7 +194,7 @@ impl Machine {
     /// O(cohorts), no stream is visited.
     #[must_use]
     pub fn summaries(&self, now: Millis) -> Vec<CohortSummary> {
-        let mut cohorts: Vec<&Cohort> = self.cohorts.values().collect();
+        let mut cohorts: Vec<&Cohort> = self.cohorts.iter().collect();
         cohorts.sort_by_key(|cohort| cohort.serial);
         cohorts
             .into_iter()
@@ -204,9 +211,9 @@ impl Machine {
         (offset, limit): (usize, usize),
         now: Millis,
     ) -> Option<CohortStreams> {
-        let serial = self.cohort_by_key.get(key)?;
+        let serial = self.cohorts.serial_of(key)?;
         Some(page_of_streams(
-            self.cohort(*serial),
+            self.cohorts.live(serial),
             &self.streams,
             (offset, limit),
             now,
@@ -273,27 +280,25 @@ impl Machine {
         self.rearm(now);
     }
 
-    /// Where a verification ticket's frame came from: its stream and the serial of that
-    /// stream's cohort (the I/O layer queues jobs fairly by cohort and takes back the jobs
-    /// of a stream that closed). `None` once the stream is gone or the ticket answered.
+    /// Where a verification job (an `Action::Verify`) came from, for the I/O layer, which
+    /// queues jobs fairly by cohort and takes back the jobs of a stream that closed: a
+    /// stream's frame while that stream is attached, or a W5 relayed chunk (no stream owns
+    /// it: its POST waits for the result, which `on_verified` answers whatever became of the
+    /// admin stream). `None` once the job's stream is gone or the ticket answered.
     #[must_use]
-    pub fn ticket_origin(&self, ticket: Ticket) -> Option<(StreamId, u64)> {
+    pub fn job_origin(&self, ticket: Ticket) -> Option<TicketOrigin> {
+        if let Some(relay) = self.relays.get(&ticket) {
+            return Some(TicketOrigin {
+                stream: None,
+                cohort: relay.cohort,
+            });
+        }
         let stream_id = *self.tickets.get(&ticket)?;
         let stream = self.streams.get(&stream_id)?;
-        Some((stream_id, stream.cohort))
-    }
-
-    /// The cohort of a W5 relay's job (`Action::Verify` of `on_relay`), while its admin
-    /// stream is attached; `None` for any other ticket. No stream owns such a job: its POST
-    /// waits for the result, which `on_verified` answers whatever became of the stream.
-    #[must_use]
-    pub fn relay_cohort(&self, ticket: Ticket) -> Option<u64> {
-        let relay = self.relays.get(&ticket)?;
-        Some(
-            self.streams
-                .get(&relay.stream)
-                .map_or(0, |stream| stream.cohort),
-        )
+        Some(TicketOrigin {
+            stream: Some(stream_id),
+            cohort: stream.cohort,
+        })
     }
 
     /// An `Action::Verify` of a stream the machine closed was taken back unverified: the
@@ -354,7 +359,7 @@ impl Machine {
             return;
         };
         if by == ClosedBy::QueueOverflow {
-            let counters = Arc::clone(&self.cohort(attached.cohort).counters);
+            let counters = Arc::clone(&self.cohorts.live(attached.cohort).counters);
             self.out.count(&counters, Counter::QueueReset);
         }
         self.close_stream(stream, None);
@@ -377,11 +382,5 @@ impl Machine {
             }
         }
         self.rearm(now);
-    }
-
-    fn cohort(&self, serial: u64) -> &Cohort {
-        self.cohorts
-            .get(&serial)
-            .expect("a stream's cohort is live")
     }
 }

@@ -11,7 +11,7 @@ use super::Machine;
 use crate::action::{Action, CloseReason};
 use crate::cohort::Cohort;
 use crate::counters::Counter;
-use crate::ids::StreamId;
+use crate::ids::{CohortSerial, StreamId};
 use crate::ledger::PeerLedger;
 use crate::stream::Stream;
 use crate::time::Millis;
@@ -80,10 +80,7 @@ impl Machine {
                 reason,
             });
         }
-        let cohort = self
-            .cohorts
-            .get_mut(&stream.cohort)
-            .expect("a stream's cohort is live");
+        let cohort = self.cohorts.live_mut(stream.cohort);
         leave(&self.ledger, cohort, stream_id, &stream);
         let serial = cohort.serial;
         if cohort.members.is_empty() {
@@ -94,12 +91,8 @@ impl Machine {
     }
 
     /// Removes a cohort and closes every stream still attached (R21, R34, R36).
-    pub(super) fn reclaim(&mut self, serial: u64, why: Reclaim) {
-        let mut cohort = self
-            .cohorts
-            .remove(&serial)
-            .expect("reclaimed cohort is live");
-        self.cohort_by_key.remove(&cohort.key);
+    pub(super) fn reclaim(&mut self, serial: CohortSerial, why: Reclaim) {
+        let mut cohort = self.cohorts.remove(serial);
         if let Some(since) = cohort.idle_since {
             self.idle.remove(&(since, serial));
         }
@@ -120,7 +113,7 @@ impl Machine {
         }
         self.ledger.close_cohort();
         self.out.count(&cohort.counters, why.counter());
-        self.out.registry.deregister(serial);
+        self.out.registry.deregister(serial.get());
     }
 }
 

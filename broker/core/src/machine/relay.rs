@@ -18,7 +18,7 @@ use super::outbox::Outbox;
 use crate::action::{Action, Violation};
 use crate::cohort::Cohort;
 use crate::counters::{CohortCounters, Counter};
-use crate::ids::{StreamId, Ticket};
+use crate::ids::{CohortSerial, StreamId, Ticket};
 use crate::relay::{RelayOutcome, RelayReply};
 use crate::stream::{Checked, FrameKind, Role, Stream};
 use crate::time::Millis;
@@ -32,18 +32,18 @@ impl Machine {
         frame_for: &mut dyn FnMut(&Hash) -> Frame,
         reply: RelayReply,
     ) -> Option<RelayOutcome> {
-        let Some(serial) = self.cohort_by_key.get(key).copied() else {
+        let Some(serial) = self.cohorts.serial_of(key) else {
             return Some(RelayOutcome::NoCohort);
         };
         let (stream_id, challenge) = match self.relay_stream(serial, named) {
             Ok(chosen) => chosen,
             Err(outcome) => return Some(outcome),
         };
-        let counters = Arc::clone(&self.cohort(serial).counters);
+        let counters = Arc::clone(&self.cohorts.live(serial).counters);
         let frame = frame_for(&challenge);
         let verdict = {
             let stream = &self.streams[&stream_id];
-            check_frame(frame, &relay_context(self.cohort(serial), stream))
+            check_frame(frame, &relay_context(self.cohorts.live(serial), stream))
         };
         let (checked, request) = match verdict {
             Verdict::Drop(counter) => {
@@ -69,6 +69,7 @@ impl Machine {
             ticket,
             PendingRelay {
                 stream: stream_id,
+                cohort: serial,
                 frame: checked,
                 reply,
             },
@@ -81,7 +82,7 @@ impl Machine {
     /// The one admin stream a relayed chunk is tried on, with its challenge (`on_relay`).
     pub(super) fn relay_stream(
         &self,
-        serial: u64,
+        serial: CohortSerial,
         named: Option<&Hash>,
     ) -> Result<(StreamId, Hash), RelayOutcome> {
         let admin_streams = self.admin_streams(serial);
@@ -119,11 +120,12 @@ impl Machine {
             stream: stream_id,
             frame,
             reply,
+            ..
         } = pending;
         let counters = self
             .streams
             .get(&stream_id)
-            .map(|stream| Arc::clone(&self.cohort(stream.cohort).counters));
+            .map(|stream| Arc::clone(&self.cohorts.live(stream.cohort).counters));
         let outcome = match (result, counters) {
             (Err(error), counters) => {
                 if let Some(counters) = &counters {
@@ -161,8 +163,8 @@ impl Machine {
 
     /// The admin's live streams of a cohort that may carry a service chunk, with their
     /// challenges and whether they have claimed, oldest first.
-    pub(super) fn admin_streams(&self, serial: u64) -> Vec<(StreamId, Hash, bool)> {
-        let cohort = self.cohort(serial);
+    pub(super) fn admin_streams(&self, serial: CohortSerial) -> Vec<(StreamId, Hash, bool)> {
+        let cohort = self.cohorts.live(serial);
         let Some(admin) = cohort.spec.admin else {
             return Vec::new();
         };
@@ -190,6 +192,9 @@ impl Machine {
 #[derive(Debug)]
 pub(super) struct PendingRelay {
     pub(super) stream: StreamId,
+    /// The cohort it is for, kept so the I/O layer can class the job even if the stream
+    /// closes before the job is queued.
+    pub(super) cohort: CohortSerial,
     frame: Checked,
     reply: RelayReply,
 }

@@ -18,7 +18,7 @@ use super::Machine;
 use super::deadline::{clear_claim_deadline, set_claim_deadline};
 use crate::action::{ChunkFacts, CloseReason};
 use crate::counters::Counter;
-use crate::ids::{StreamId, WriteNotice};
+use crate::ids::{CohortSerial, StreamId, WriteNotice};
 use crate::stream::{Checked, Revocation, Role};
 use crate::time::Millis;
 
@@ -26,17 +26,14 @@ impl Machine {
     pub(super) fn accept_roster(
         &mut self,
         now: Millis,
-        serial: u64,
+        serial: CohortSerial,
         frame: &Checked,
         entries: &[Address],
         verified: &Verified,
     ) {
         let index = frame.index;
         let framed = frame.frame.bytes().clone();
-        let cohort = self
-            .cohorts
-            .get_mut(&serial)
-            .expect("roster cohort is live");
+        let cohort = self.cohorts.live_mut(serial);
         let admin = cohort
             .spec
             .admin
@@ -84,8 +81,14 @@ impl Machine {
     /// R22, R23: pending and silent streams named by the new roster get it at once; newly
     /// named streams lose any revocation, and newly named silent streams get a fresh claim
     /// deadline (they could not claim before).
-    pub(super) fn grant(&mut self, now: Millis, serial: u64, added: &[Address], framed: &Bytes) {
-        let cohort = self.cohorts.get(&serial).expect("roster cohort is live");
+    pub(super) fn grant(
+        &mut self,
+        now: Millis,
+        serial: CohortSerial,
+        added: &[Address],
+        framed: &Bytes,
+    ) {
+        let cohort = self.cohorts.live(serial);
         let claim_deadline = now.plus_ms(self.config.claim_deadline_ms);
         for addr in &cohort.roster.ordered {
             let newly_named = added.contains(addr);
@@ -112,15 +115,18 @@ impl Machine {
     /// R24: the stream's addr left the roster. It gets the reduced roster with a notice, its
     /// frames are dropped until that is written plus the grace, and it takes the role R8/R9
     /// give its addr.
-    pub(super) fn revoke(&mut self, now: Millis, serial: u64, stream_id: StreamId, framed: &Bytes) {
+    pub(super) fn revoke(
+        &mut self,
+        now: Millis,
+        serial: CohortSerial,
+        stream_id: StreamId,
+        framed: &Bytes,
+    ) {
         let stream = self
             .streams
             .get_mut(&stream_id)
             .expect("revoked stream is attached");
-        let cohort = self
-            .cohorts
-            .get_mut(&serial)
-            .expect("roster cohort is live");
+        let cohort = self.cohorts.live_mut(serial);
         if stream.exempt {
             if cohort.counted >= self.config.streams_per_cohort_max {
                 // No room in R30 for it as a reader: it leaves after its reduced roster.

@@ -28,7 +28,7 @@ impl Machine {
             .drops
             .exceeded(now, self.config.dropped_frames_per_stream_per_s_max);
         let serial = stream.cohort;
-        let counters = Arc::clone(&self.cohort(serial).counters);
+        let counters = Arc::clone(&self.cohorts.live(serial).counters);
         self.out.count(&counters, counter);
         if exceeded {
             self.out.count(&counters, Counter::DropRateResets);
@@ -44,7 +44,7 @@ impl Machine {
         let peer = stream.peer;
         // W11: one tab of a shared address must not blocklist everyone behind it.
         let blocklists = !stream.anonymous;
-        let counters = Arc::clone(&self.cohort(stream.cohort).counters);
+        let counters = Arc::clone(&self.cohorts.live(stream.cohort).counters);
         self.out.count(&counters, violation.counter());
         self.close_stream(stream_id, Some(CloseReason::Violation(violation)));
         if blocklists {
