@@ -63,7 +63,7 @@ impl Machine {
             return;
         }
         let until = now.plus_ms(duration_ms);
-        self.ledger.block(peer, until, now);
+        self.ledger.block(peer, now, until);
         self.out.count(counters, Counter::Blocklisted);
         self.out.push(Action::Blocklist { peer, until });
     }
