@@ -183,8 +183,8 @@ impl Machine {
             .get_mut(&stream_id)
             .expect("applied stream is attached");
         stream.proven = true;
-        let serial = stream.cohort;
-        let cohort = self.cohorts.live_mut(serial);
+        let (serial, addr, role) = (stream.cohort, stream.addr, stream.role);
+        let cohort = self.cohorts.live(serial);
         // Revoked while the frame was being verified: it was read within the grace (R24).
         if stream.revocation.is_some() {
             self.out
@@ -192,64 +192,102 @@ impl Machine {
             return Acceptance::Refused;
         }
         if cohort.authorship() == Authorship::Implicit {
-            // R11: where the binding fixes the owner (OWNER), it must be the declared addr.
-            if cohort.spec.binding == Binding::Owner && verified.owner != stream.addr {
-                return Acceptance::Violation(Violation::InvalidSoc(InvalidSoc::OwnerNotAddr));
-            }
-            let dedup = cohort
-                .dedup
-                .as_mut()
-                .expect("implicit cohorts keep a dedup window");
-            // R28.
-            if !dedup.insert(verified.dedup_key) {
-                return Acceptance::Retransmit;
-            }
-            let addr = stream.addr;
-            self.publish_data(now, serial, &addr, frame, verified);
-            return Acceptance::Accepted;
+            return self.accept_implicit(now, serial, &addr, frame, verified);
         }
-        let addr = stream.addr;
-        if stream.role != Role::Publisher {
+        if role != Role::Publisher {
             self.claim(stream_id);
         }
         // The claim may have reset another stream of this address (R29), never this one.
-        let cohort = self.cohorts.live_mut(serial);
         match frame.kind {
-            FrameKind::Data => {
-                // R16 again: another stream of the same address may have moved the cursor.
-                if frame.index < cohort.cursors.get(&addr) {
-                    return Acceptance::Retransmit;
-                }
-                // R18. The table's eviction (R27) restarts the evicted publisher's cursor.
-                if cohort.cursors.advance(&addr, frame.index + 1).is_some() {
-                    self.out.count(&cohort.counters, Counter::CursorEvictions);
-                }
-                self.publish_data(now, serial, &addr, frame, verified);
-            }
+            FrameKind::Data => self.accept_data(now, serial, &addr, frame, verified),
             FrameKind::Auth => {
+                let cohort = self.cohorts.live_mut(serial);
                 cohort.last_activity = now;
                 self.out.count(&cohort.counters, Counter::AcceptedAuth);
+                Acceptance::Accepted
             }
-            FrameKind::Roster => {
-                if frame.index < cohort.roster.cursor {
-                    return Acceptance::Retransmit;
-                }
-                match decode_roster(&frame.payload) {
-                    // R20: it still claimed (above) and moves no cursor.
-                    Err(_) => {
-                        self.out.count(&cohort.counters, Counter::InvalidRoster);
-                        return Acceptance::Refused;
-                    }
-                    Ok(entries) => self.accept_roster(now, serial, frame, &entries, verified),
-                }
-            }
+            FrameKind::Roster => self.accept_roster_frame(now, serial, frame, verified),
             FrameKind::Eos => {
                 // R21: deliver to every fan-out stream, then reclaim.
                 self.publish(now, serial, &addr, frame, verified, Counter::AcceptedEos);
                 self.reclaim(serial, Reclaim::EndOfStream);
+                Acceptance::Accepted
             }
         }
+    }
+
+    /// A verified frame of an implicit cohort (ALL, or where the binding names the
+    /// publisher): no claim, no cursor, deduplicated instead (R28).
+    fn accept_implicit(
+        &mut self,
+        now: Millis,
+        serial: CohortSerial,
+        addr: &Address,
+        frame: &Checked,
+        verified: &Verified,
+    ) -> Acceptance {
+        let cohort = self.cohorts.live_mut(serial);
+        // R11: where the binding fixes the owner (OWNER), it must be the declared addr.
+        if cohort.spec.binding == Binding::Owner && verified.owner != *addr {
+            return Acceptance::Violation(Violation::InvalidSoc(InvalidSoc::OwnerNotAddr));
+        }
+        let dedup = cohort
+            .dedup
+            .as_mut()
+            .expect("implicit cohorts keep a dedup window");
+        // R28.
+        if !dedup.insert(verified.dedup_key) {
+            return Acceptance::Retransmit;
+        }
+        self.publish_data(now, serial, addr, frame, verified);
         Acceptance::Accepted
+    }
+
+    /// A verified DATA of a claimed stream of an explicit cohort: its cursor moves (R18).
+    fn accept_data(
+        &mut self,
+        now: Millis,
+        serial: CohortSerial,
+        addr: &Address,
+        frame: &Checked,
+        verified: &Verified,
+    ) -> Acceptance {
+        let cohort = self.cohorts.live_mut(serial);
+        // R16 again: another stream of the same address may have moved the cursor.
+        if frame.index < cohort.cursors.get(addr) {
+            return Acceptance::Retransmit;
+        }
+        // R18. The table's eviction (R27) restarts the evicted publisher's cursor.
+        if cohort.cursors.advance(addr, frame.index + 1).is_some() {
+            self.out.count(&cohort.counters, Counter::CursorEvictions);
+        }
+        self.publish_data(now, serial, addr, frame, verified);
+        Acceptance::Accepted
+    }
+
+    /// A verified ROSTER of the admin's claimed stream: a retransmission, an undecodable
+    /// roster (R20: it still claimed and moves no cursor), or the new roster (`roster`).
+    fn accept_roster_frame(
+        &mut self,
+        now: Millis,
+        serial: CohortSerial,
+        frame: &Checked,
+        verified: &Verified,
+    ) -> Acceptance {
+        let cohort = self.cohorts.live(serial);
+        if frame.index < cohort.roster.cursor {
+            return Acceptance::Retransmit;
+        }
+        match decode_roster(&frame.payload) {
+            Err(_) => {
+                self.out.count(&cohort.counters, Counter::InvalidRoster);
+                Acceptance::Refused
+            }
+            Ok(entries) => {
+                self.accept_roster(now, serial, frame, &entries, verified);
+                Acceptance::Accepted
+            }
+        }
     }
 
     /// Delivers an accepted publication, unchanged and framed once, to the fan-out set

@@ -220,40 +220,10 @@ impl Machine {
         serial: CohortSerial,
         addr: Address,
     ) {
-        let mut challenge: Hash = [0; 32];
-        self.rng.fill_bytes(&mut challenge);
-        let ack = encode_frame(&Ack {
-            status: Status::Ok as i32,
-            challenge: Bytes::copy_from_slice(&challenge),
-        });
-        self.out.push(Action::Send {
-            stream: stream_id,
-            frame: ack,
-            notice: None,
-        });
-
+        let challenge = self.answer_ok(stream_id);
         let cohort = self.cohorts.live_mut(serial);
         let role = initial_role(cohort, arrival, &addr);
-        let mut stream = Stream {
-            peer: arrival.peer,
-            anonymous: arrival.anonymous,
-            carrier: arrival.carrier,
-            cohort: serial,
-            addr,
-            challenge,
-            role,
-            exempt: role == Role::Pending,
-            proven: false,
-            joined_at: now,
-            claim_deadline: None,
-            claim_timer: None,
-            revocation: None,
-            roster_seen: 0,
-            history_seen: 0,
-            in_flight: Default::default(),
-            backlog: Default::default(),
-            drops: DropWindow::default(),
-        };
+        let mut stream = joined_stream(now, arrival, serial, addr, challenge, role);
         cohort.attach(stream_id, &stream);
         self.unsettled.push(serial);
         self.out.count(&cohort.counters, Counter::JoinsOk);
@@ -287,6 +257,22 @@ impl Machine {
         }
     }
 
+    /// R4: the OK answer to a Join, with a fresh challenge, which it returns.
+    fn answer_ok(&mut self, stream: StreamId) -> Hash {
+        let mut challenge: Hash = [0; 32];
+        self.rng.fill_bytes(&mut challenge);
+        let ack = encode_frame(&Ack {
+            status: Status::Ok as i32,
+            challenge: Bytes::copy_from_slice(&challenge),
+        });
+        self.out.push(Action::Send {
+            stream,
+            frame: ack,
+            notice: None,
+        });
+        challenge
+    }
+
     /// R29: an address holds at most `publisher_streams_per_address_max` publisher streams
     /// in a cohort; the oldest claims are reset.
     pub(super) fn enforce_publisher_streams(&mut self, serial: CohortSerial, addr: &Address) {
@@ -313,5 +299,36 @@ fn initial_role(cohort: &Cohort, arrival: Arrival, addr: &Address) -> Role {
         Role::Spectator
     } else {
         cohort.initial_role(addr)
+    }
+}
+
+/// A stream as its Join attaches it: in its initial role, nothing read, nothing sent yet.
+fn joined_stream(
+    now: Millis,
+    arrival: Arrival,
+    serial: CohortSerial,
+    addr: Address,
+    challenge: Hash,
+    role: Role,
+) -> Stream {
+    Stream {
+        peer: arrival.peer,
+        anonymous: arrival.anonymous,
+        carrier: arrival.carrier,
+        cohort: serial,
+        addr,
+        challenge,
+        role,
+        exempt: role == Role::Pending,
+        proven: false,
+        joined_at: now,
+        claim_deadline: None,
+        claim_timer: None,
+        revocation: None,
+        roster_seen: 0,
+        history_seen: 0,
+        in_flight: Default::default(),
+        backlog: Default::default(),
+        drops: DropWindow::default(),
     }
 }
