@@ -38,41 +38,10 @@ impl Machine {
             });
             return;
         }
-        let valid = match decode_join(join.body()) {
-            Err(_) => {
-                return self.refuse(
-                    stream_id,
-                    None,
-                    CloseReason::Rejected(RejectCause::Undecodable),
-                );
-            }
-            Ok(join) => match validate_join(&join) {
-                Err(reason) => {
-                    return self.refuse(
-                        stream_id,
-                        None,
-                        CloseReason::Rejected(RejectCause::Invalid(reason)),
-                    );
-                }
-                Ok(valid) => valid,
-            },
+        let valid = match self.valid_join(arrival, &join) {
+            Ok(valid) => valid,
+            Err(cause) => return self.refuse(stream_id, None, CloseReason::Rejected(cause)),
         };
-        // D11: history is broker policy (R3 lets it refuse), for creating and attaching Joins.
-        if valid.spec.history && self.config.history == HistoryPolicy::Refuse {
-            return self.refuse(
-                stream_id,
-                None,
-                CloseReason::Rejected(RejectCause::HistoryRefused),
-            );
-        }
-        // W11: an anonymous session is an audience, which a closed cohort does not have.
-        if arrival.anonymous && valid.spec.closed {
-            return self.refuse(
-                stream_id,
-                None,
-                CloseReason::Rejected(RejectCause::AnonymousInClosed),
-            );
-        }
         let serial = match self.cohorts.serial_of(&valid.key) {
             Some(serial) => match self.admit(serial, arrival, &valid.addr) {
                 Ok(()) => serial,
@@ -86,6 +55,22 @@ impl Machine {
             },
         };
         self.attach(now, arrival, stream_id, serial, valid.addr);
+    }
+
+    /// R3: a Join this broker takes, or why it is REJECTED: undecodable, invalid (R1), with
+    /// history where the policy refuses it (D11), or anonymous for a closed cohort (W11).
+    fn valid_join(&self, arrival: Arrival, join: &Frame) -> Result<ValidJoin, RejectCause> {
+        let decoded = decode_join(join.body()).map_err(|_| RejectCause::Undecodable)?;
+        let valid = validate_join(&decoded).map_err(RejectCause::Invalid)?;
+        // D11: history is broker policy (R3 lets it refuse), for creating and attaching Joins.
+        if valid.spec.history && self.config.history == HistoryPolicy::Refuse {
+            return Err(RejectCause::HistoryRefused);
+        }
+        // W11: an anonymous session is an audience, which a closed cohort does not have.
+        if arrival.anonymous && valid.spec.closed {
+            return Err(RejectCause::AnonymousInClosed);
+        }
+        Ok(valid)
     }
 
     /// The bounds of an existing cohort (R30, R32, R33, W11); on success the peer is

@@ -17,12 +17,17 @@ use bytes::Bytes;
 use super::Machine;
 use super::deadline::{clear_claim_deadline, set_claim_deadline};
 use crate::action::{ChunkFacts, CloseReason};
+use crate::cohort::Cohort;
 use crate::counters::Counter;
+use crate::fanout::Targets;
 use crate::ids::{CohortSerial, StreamId, WriteNotice};
 use crate::stream::{Checked, Revocation, Role};
 use crate::time::Millis;
 
 impl Machine {
+    /// R19: a verified ROSTER of the admin replaces the cohort's roster and goes to the
+    /// fan-out set; under explicit authorship it revokes the addresses it dropped (R24) and
+    /// grants the ones it added (R23).
     pub(super) fn accept_roster(
         &mut self,
         now: Millis,
@@ -56,14 +61,7 @@ impl Machine {
         }
         // The fan-out set gets it as a delivery; revoked streams get it on their own, with a
         // notice, below.
-        let mut targets = cohort.fanout.targets(&admin);
-        if revoked.iter().any(|id| cohort.fanout.contains(*id)) {
-            let mut except: Vec<StreamId> = targets.except.to_vec();
-            except.extend(revoked.iter().filter(|id| cohort.fanout.contains(**id)));
-            except.sort_unstable();
-            except.dedup();
-            targets.except = except.into();
-        }
+        let targets = roster_targets(cohort, &admin, &revoked);
         self.out.deliver(
             &cohort.counters,
             framed.clone(),
@@ -122,21 +120,14 @@ impl Machine {
         stream_id: StreamId,
         framed: &Bytes,
     ) {
+        if !self.end_exemption(serial, stream_id, framed) {
+            return;
+        }
         let stream = self
             .streams
             .get_mut(&stream_id)
             .expect("revoked stream is attached");
         let cohort = self.cohorts.live_mut(serial);
-        if stream.exempt {
-            if cohort.counted >= self.config.streams_per_cohort_max {
-                // No room in R30 for it as a reader: it leaves after its reduced roster.
-                self.out
-                    .send_broadcast(&cohort.counters, stream_id, framed.clone(), None);
-                self.close_stream(stream_id, Some(CloseReason::RevokedWithoutRoom));
-                return;
-            }
-            cohort.stop_exemption(stream);
-        }
         let role = cohort.audience_role();
         let was_receiving = cohort.fanout.contains(stream_id);
         if stream.role != role {
@@ -175,4 +166,40 @@ impl Machine {
             self.out.backlog(cohort, stream_id, stream);
         }
     }
+
+    /// R30 for a revoked stream that was exempt as pending: it counts from now on, or, with
+    /// no room left for it as a reader, leaves after its reduced roster. Returns whether it
+    /// stays.
+    fn end_exemption(&mut self, serial: CohortSerial, stream_id: StreamId, framed: &Bytes) -> bool {
+        let stream = self
+            .streams
+            .get_mut(&stream_id)
+            .expect("revoked stream is attached");
+        if !stream.exempt {
+            return true;
+        }
+        let cohort = self.cohorts.live_mut(serial);
+        if cohort.counted >= self.config.streams_per_cohort_max {
+            self.out
+                .send_broadcast(&cohort.counters, stream_id, framed.clone(), None);
+            self.close_stream(stream_id, Some(CloseReason::RevokedWithoutRoom));
+            return false;
+        }
+        cohort.stop_exemption(stream);
+        true
+    }
+}
+
+/// The fan-out set of a new roster without the admin's streams (R25) and without the
+/// revoked streams, which get it on their own with a write notice (R24).
+fn roster_targets(cohort: &mut Cohort, admin: &Address, revoked: &[StreamId]) -> Targets {
+    let mut targets = cohort.fanout.targets(admin);
+    if revoked.iter().any(|id| cohort.fanout.contains(*id)) {
+        let mut except: Vec<StreamId> = targets.except.to_vec();
+        except.extend(revoked.iter().filter(|id| cohort.fanout.contains(**id)));
+        except.sort_unstable();
+        except.dedup();
+        targets.except = except.into();
+    }
+    targets
 }
