@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use bps_proto::{CohortKey, Frame, Hash};
-use bps_verify::{Verified, VerifyError};
+use bps_verify::{Verified, VerifyError, VerifyRequest};
 
 use super::Machine;
 use super::frame::Acceptance;
@@ -25,6 +25,8 @@ use crate::time::Millis;
 use crate::validation::{FrameContext, Verdict, check_frame};
 
 impl Machine {
+    /// W5: a relayed chunk checked as a frame of the admin stream it is tried on; `None`
+    /// once its signature check is asked for (see `Machine::on_relay`).
     pub(super) fn relay(
         &mut self,
         key: &CohortKey,
@@ -63,20 +65,24 @@ impl Machine {
                 reason: "only ROSTER and EOS are relayed".into(),
             });
         }
+        let pending = PendingRelay {
+            stream: stream_id,
+            cohort: serial,
+            frame: checked,
+            reply,
+        };
+        self.verify_relay(pending, request);
+        None
+    }
+
+    /// The one signature check of a relayed chunk; `relayed` takes its result.
+    fn verify_relay(&mut self, pending: PendingRelay, request: VerifyRequest) {
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
-        self.relays.insert(
-            ticket,
-            PendingRelay {
-                stream: stream_id,
-                cohort: serial,
-                frame: checked,
-                reply,
-            },
-        );
-        self.out.count(&counters, Counter::VerifyRequests);
+        let counters = &self.cohorts.live(pending.cohort).counters;
+        self.out.count(counters, Counter::VerifyRequests);
+        self.relays.insert(ticket, pending);
         self.out.push(Action::Verify { ticket, request });
-        None
     }
 
     /// The one admin stream a relayed chunk is tried on, with its challenge (`on_relay`).
