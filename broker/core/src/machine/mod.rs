@@ -16,6 +16,15 @@
 //!
 //! Decisions where the spec is silent are recorded where they are made, and summarised in the
 //! `protocol` module's documentation.
+//!
+//! This file keeps the `Machine` struct, its construction, its accessors and the inputs
+//! (`on_*`), which dispatch to one rule family each; every family is one `impl Machine` block
+//! in its own file: `join` (R1..R5, R29..R33, R37), `frame` (R7, R11, R13..R18, R20, R21,
+//! R25, R28), `relay` (W5), `roster` (R19..R24), `violation` (R39), `reclaim` (R21, R31,
+//! R34, R36) and `deadline` (R31, R34, R35). `cohorts` is the cohort table, `outbox` where
+//! the outputs go. A family calls another's methods through `Machine`; the few items one
+//! file imports from another run one way (relay to frame and outbox, frame to deadline and
+//! reclaim, join and roster to deadline, deadline to reclaim), so there is no cycle.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
