@@ -20,7 +20,7 @@ use super::cursor::CursorTable;
 use super::dedup::DedupWindow;
 use super::fanout::FanOut;
 use super::history::HistoryRing;
-use super::ids::{PeerId, StreamId};
+use super::ids::{CohortSerial, PeerId, StreamId};
 use super::roster::RosterState;
 use super::stream::{Role, Stream};
 use super::time::Millis;
@@ -28,7 +28,7 @@ use super::time::Millis;
 #[derive(Debug)]
 pub(crate) struct Cohort {
     /// Unique per machine for its lifetime (a reclaimed key gets a new serial, R37).
-    pub serial: u64,
+    pub serial: CohortSerial,
     pub key: CohortKey,
     pub spec: Spec,
     pub created: Millis,
@@ -66,7 +66,7 @@ pub(crate) struct Cohort {
 
 impl Cohort {
     pub fn new(
-        serial: u64,
+        serial: CohortSerial,
         key: CohortKey,
         spec: Spec,
         now: Millis,

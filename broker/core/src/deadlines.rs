@@ -12,7 +12,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::ids::StreamId;
+use super::ids::{CohortSerial, StreamId};
 use super::time::Millis;
 
 /// What a deadline entry is about.
@@ -21,9 +21,9 @@ pub(crate) enum DeadlineKey {
     /// The claim deadline of a pending or silent stream.
     Claim(StreamId),
     /// The inactivity deadline of the cohort with this serial.
-    Inactivity(u64),
+    Inactivity(CohortSerial),
     /// The time the cohort with this serial, idle, may be reclaimed for room (R31).
-    Idle(u64),
+    Idle(CohortSerial),
 }
 
 #[derive(Debug, Default)]
@@ -89,13 +89,13 @@ impl Deadlines {
 #[cfg(test)]
 mod tests {
     use super::{DeadlineKey, Deadlines};
-    use crate::ids::StreamId;
+    use crate::ids::{CohortSerial, StreamId};
     use crate::time::Millis;
 
     #[test]
     fn due_entries_come_out_in_time_order() {
         let mut deadlines = Deadlines::default();
-        deadlines.push(Millis(30), DeadlineKey::Inactivity(1));
+        deadlines.push(Millis(30), DeadlineKey::Inactivity(CohortSerial(1)));
         deadlines.push(Millis(10), DeadlineKey::Claim(StreamId(4)));
         deadlines.push(Millis(20), DeadlineKey::Claim(StreamId(5)));
         assert_eq!(deadlines.pop_due(Millis(5)), None);
@@ -115,18 +115,18 @@ mod tests {
     fn rearm_only_when_the_earliest_moves_earlier() {
         let mut deadlines = Deadlines::default();
         assert_eq!(deadlines.rearm(Millis(0)), None);
-        deadlines.push(Millis(30), DeadlineKey::Inactivity(1));
+        deadlines.push(Millis(30), DeadlineKey::Inactivity(CohortSerial(1)));
         assert_eq!(deadlines.rearm(Millis(0)), Some(Millis(30)));
-        deadlines.push(Millis(40), DeadlineKey::Inactivity(2));
+        deadlines.push(Millis(40), DeadlineKey::Inactivity(CohortSerial(2)));
         assert_eq!(deadlines.rearm(Millis(0)), None);
-        deadlines.push(Millis(20), DeadlineKey::Inactivity(3));
+        deadlines.push(Millis(20), DeadlineKey::Inactivity(CohortSerial(3)));
         assert_eq!(deadlines.rearm(Millis(0)), Some(Millis(20)));
         deadlines.timer_fired(Millis(19));
         assert_eq!(deadlines.rearm(Millis(0)), None);
         deadlines.timer_fired(Millis(20));
         assert_eq!(
             deadlines.pop_due(Millis(20)),
-            Some((Millis(20), DeadlineKey::Inactivity(3)))
+            Some((Millis(20), DeadlineKey::Inactivity(CohortSerial(3))))
         );
         assert_eq!(deadlines.rearm(Millis(0)), Some(Millis(30)));
     }
@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn an_entry_already_due_arms_at_now() {
         let mut deadlines = Deadlines::default();
-        deadlines.push(Millis(5), DeadlineKey::Inactivity(1));
+        deadlines.push(Millis(5), DeadlineKey::Inactivity(CohortSerial(1)));
         assert_eq!(deadlines.rearm(Millis(9)), Some(Millis(9)));
         assert_eq!(deadlines.rearm(Millis(9)), None);
         deadlines.timer_fired(Millis(9));
@@ -144,10 +144,10 @@ mod tests {
     #[test]
     fn dead_entries_on_top_are_dropped_before_arming() {
         let mut deadlines = Deadlines::default();
-        deadlines.push(Millis(1), DeadlineKey::Inactivity(1));
-        deadlines.push(Millis(2), DeadlineKey::Inactivity(2));
-        deadlines.push(Millis(3), DeadlineKey::Inactivity(3));
-        deadlines.drop_dead_top(|_, key| key != DeadlineKey::Inactivity(1));
+        deadlines.push(Millis(1), DeadlineKey::Inactivity(CohortSerial(1)));
+        deadlines.push(Millis(2), DeadlineKey::Inactivity(CohortSerial(2)));
+        deadlines.push(Millis(3), DeadlineKey::Inactivity(CohortSerial(3)));
+        deadlines.drop_dead_top(|_, key| key != DeadlineKey::Inactivity(CohortSerial(1)));
         assert_eq!(deadlines.len(), 2);
         assert_eq!(deadlines.rearm(Millis(0)), Some(Millis(2)));
         deadlines.drop_dead_top(|_, _| false);
@@ -157,13 +157,13 @@ mod tests {
     #[test]
     fn sweep_drops_dead_entries() {
         let mut deadlines = Deadlines::default();
-        deadlines.push(Millis(1), DeadlineKey::Inactivity(1));
-        deadlines.push(Millis(2), DeadlineKey::Inactivity(2));
-        deadlines.sweep(|_, key| key == DeadlineKey::Inactivity(2));
+        deadlines.push(Millis(1), DeadlineKey::Inactivity(CohortSerial(1)));
+        deadlines.push(Millis(2), DeadlineKey::Inactivity(CohortSerial(2)));
+        deadlines.sweep(|_, key| key == DeadlineKey::Inactivity(CohortSerial(2)));
         assert_eq!(deadlines.len(), 1);
         assert_eq!(
             deadlines.pop_due(Millis(9)),
-            Some((Millis(2), DeadlineKey::Inactivity(2)))
+            Some((Millis(2), DeadlineKey::Inactivity(CohortSerial(2))))
         );
     }
 }

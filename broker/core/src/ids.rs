@@ -3,7 +3,7 @@
 //! Owns: `StreamId` (assigned by the I/O layer; the owning core in the top 8 bits so that a
 //! sorted target list is grouped by core), `PeerId` (a peer for R32, R33, the pre-Join cap
 //! and the blocklist: an IPv4 address, or an IPv6 /64), `Ticket` (one verification job, issued by the machine) and
-//! `WriteNotice` (a token the I/O layer hands back once a frame that asked for it is on the
+//! `CohortSerial` (one cohort of one machine, issued by the machine), `WriteNotice` (a token the I/O layer hands back once a frame that asked for it is on the
 //! wire, R24).
 //! Never does: allocate ids for the I/O layer or interpret an address beyond equality.
 
@@ -106,6 +106,34 @@ impl Ticket {
     #[must_use]
     pub fn value(self) -> u64 {
         self.0
+    }
+}
+
+/// One cohort of one machine, unique for the machine's lifetime: a reclaimed key gets a new
+/// serial (R37). Serials are per machine (per core), so the I/O layer pairs one with its core
+/// where cores share something keyed by cohort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CohortSerial(pub(crate) u64);
+
+impl CohortSerial {
+    /// The serial of the first cohort a machine creates.
+    pub(crate) const FIRST: CohortSerial = CohortSerial(0);
+
+    /// The serial of the cohort created after this one.
+    pub(crate) fn next(self) -> CohortSerial {
+        CohortSerial(self.0 + 1)
+    }
+
+    /// The raw serial number, for logs and for keys that mix it with other numbers.
+    #[must_use]
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for CohortSerial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
     }
 }
 

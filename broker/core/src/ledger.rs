@@ -231,8 +231,9 @@ impl PeerLedger {
         self.state().peer_cohorts.get(&peer).copied().unwrap_or(0)
     }
 
-    /// Blocklists `peer` until `until` (a later entry for the same peer wins if it is longer).
-    pub fn block(&self, peer: PeerId, until: Millis, now: Millis) {
+    /// Blocklists `peer` at `now` until `until` (a later entry for the same peer wins if it is
+    /// longer).
+    pub fn block(&self, peer: PeerId, now: Millis, until: Millis) {
         let mut state = self.state();
         Self::expire(&mut state, now);
         let current = state.blocked_until.get(&peer).copied();
@@ -347,7 +348,7 @@ impl PeerLedger {
         state.strikes.remove(&peer);
         drop(state);
         let until = now.plus_ms(bounds.blocklist_join_timeout_ms);
-        self.block(peer, until, now);
+        self.block(peer, now, until);
         Some(until)
     }
 
@@ -503,7 +504,7 @@ mod tests {
     fn superseded_blocklist_expiries_are_swept() {
         let ledger = PeerLedger::new(&ProtocolConfig::default());
         for until in 1..=1_000 {
-            ledger.block(peer(1), Millis(until), Millis(0));
+            ledger.block(peer(1), Millis(0), Millis(until));
         }
         let state = ledger.state();
         assert_eq!(state.blocked_until.len(), 1);
@@ -592,13 +593,13 @@ mod tests {
     #[test]
     fn blocklist_expires_and_keeps_the_longer_entry() {
         let ledger = PeerLedger::new(&ProtocolConfig::default());
-        ledger.block(peer(1), Millis(100), Millis(0));
-        ledger.block(peer(1), Millis(50), Millis(0));
+        ledger.block(peer(1), Millis(0), Millis(100));
+        ledger.block(peer(1), Millis(0), Millis(50));
         assert!(ledger.is_blocked(peer(1), Millis(99)));
         assert!(!ledger.is_blocked(peer(1), Millis(100)));
         assert_eq!(ledger.snapshot().peers_blocked, 0);
-        ledger.block(peer(2), Millis(10), Millis(0));
-        ledger.block(peer(2), Millis(30), Millis(0));
+        ledger.block(peer(2), Millis(0), Millis(10));
+        ledger.block(peer(2), Millis(0), Millis(30));
         assert!(ledger.is_blocked(peer(2), Millis(20)));
     }
 
@@ -608,9 +609,9 @@ mod tests {
             blocklist_entries_max: 2,
             ..ProtocolConfig::default()
         });
-        ledger.block(peer(1), Millis(300), Millis(0));
-        ledger.block(peer(2), Millis(100), Millis(0));
-        ledger.block(peer(3), Millis(200), Millis(0));
+        ledger.block(peer(1), Millis(0), Millis(300));
+        ledger.block(peer(2), Millis(0), Millis(100));
+        ledger.block(peer(3), Millis(0), Millis(200));
         assert_eq!(ledger.snapshot().peers_blocked, 2);
         assert!(ledger.is_blocked(peer(1), Millis(1)));
         assert!(!ledger.is_blocked(peer(2), Millis(1)));
@@ -625,8 +626,8 @@ mod tests {
         });
         assert!(ledger.try_open_cohort());
         assert!(!ledger.try_open_cohort());
-        ledger.block(peer(1), Millis(10), Millis(0));
-        ledger.block(peer(2), Millis(20), Millis(0));
+        ledger.block(peer(1), Millis(0), Millis(10));
+        ledger.block(peer(2), Millis(0), Millis(20));
         ledger.reconfigure(&ProtocolConfig {
             cohorts_max: 2,
             blocklist_entries_max: 1,

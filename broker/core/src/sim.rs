@@ -37,8 +37,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::{
-    Action, Arrival, CloseReason, ClosedBy, Counter, Machine, Millis, PeerId, PeerLedger,
-    ProtocolConfig, StreamId, Ticket, WriteNotice,
+    Action, Arrival, CloseReason, ClosedBy, Counter, Delivered, Machine, Millis, PeerId,
+    PeerLedger, ProtocolConfig, StreamId, Targets, Ticket, WriteNotice,
 };
 
 /// Where the simulation's decisions come from.
@@ -459,81 +459,9 @@ impl<C: Choices> Simulation<C> {
         let owner = (!forged).then_some(addr);
         let roll = self.rng.below(100);
         let body = if spec.admin.is_none() {
-            // Implicit: DATA with the binding's id; sometimes a duplicate of an earlier frame.
-            if roll < 10
-                && let Some(old) = self.streams[&stream_id].last_body.clone()
-            {
-                old
-            } else {
-                let index = self.rng.below(1_000);
-                let id = if spec.binding == Binding::FeedTopic {
-                    feed_id(spec.topic, index)
-                } else {
-                    let mut id = [0; 32];
-                    id[..8].copy_from_slice(&self.rng.below(u64::MAX).to_be_bytes());
-                    id
-                };
-                let payload = self.data_payload();
-                let soc = self.chunk(id, payload.len() as u64, &payload, owner);
-                Bytes::from(
-                    Broadcast {
-                        soc,
-                        kind: Kind::Data as i32,
-                        challenge: Bytes::new(),
-                        index,
-                    }
-                    .encode_to_vec(),
-                )
-            }
+            self.implicit_body(stream_id, &spec, roll, owner)
         } else {
-            let (kind, payload): (Kind, Vec<u8>) = match roll {
-                0..60 => (Kind::Data, self.data_payload()),
-                60..70 => (Kind::Auth, Vec::new()),
-                70..85 => {
-                    let count = self.rng.below(4);
-                    let roster: Vec<Address> = (0..count).map(|_| self.member_address()).collect();
-                    (
-                        Kind::Roster,
-                        if self.rng.percent(10) {
-                            vec![0x0a, 1, 7]
-                        } else {
-                            encode_roster(&roster)
-                        },
-                    )
-                }
-                85..87 => (Kind::Eos, Vec::new()),
-                _ => (Kind::Data, self.data_payload()),
-            };
-            let index = match kind {
-                Kind::Eos => 0,
-                _ if self.rng.percent(20) => {
-                    let next = self.streams[&stream_id].next_index;
-                    self.rng.below(next + 1)
-                }
-                _ => {
-                    let stream = self.streams.get_mut(&stream_id).expect("picked");
-                    stream.next_index += self.rng.range(1, 3);
-                    stream.next_index
-                }
-            };
-            let wrong_challenge = self.rng.percent(3);
-            let challenge = if wrong_challenge {
-                [0xee; 32]
-            } else {
-                challenge
-            };
-            let id = session_chunk_id(kind, spec.topic, challenge, index);
-            let soc = self.chunk(id, payload.len() as u64, &payload, owner);
-            let kind = if self.rng.percent(2) { 9 } else { kind as i32 };
-            Bytes::from(
-                Broadcast {
-                    soc,
-                    kind,
-                    challenge: Bytes::copy_from_slice(&challenge),
-                    index,
-                }
-                .encode_to_vec(),
-            )
+            self.session_body(stream_id, &spec, (challenge, roll), owner)
         };
         let body = if self.rng.percent(1) {
             Bytes::from_static(&[0xff, 0x01])
@@ -545,6 +473,105 @@ impl<C: Choices> Simulation<C> {
         *self.held.entry(stream_id).or_insert(0) += 1;
         self.machine.on_frame(self.now, stream_id, framed(&body));
         self.drain();
+    }
+
+    /// Implicit: DATA with the binding's id; sometimes a duplicate of an earlier frame.
+    fn implicit_body(
+        &mut self,
+        stream_id: StreamId,
+        spec: &Spec,
+        roll: u64,
+        owner: Option<Address>,
+    ) -> Bytes {
+        if roll < 10
+            && let Some(old) = self.streams[&stream_id].last_body.clone()
+        {
+            return old;
+        }
+        let index = self.rng.below(1_000);
+        let id = if spec.binding == Binding::FeedTopic {
+            feed_id(spec.topic, index)
+        } else {
+            let mut id = [0; 32];
+            id[..8].copy_from_slice(&self.rng.below(u64::MAX).to_be_bytes());
+            id
+        };
+        let payload = self.data_payload();
+        let soc = self.chunk(id, payload.len() as u64, &payload, owner);
+        Bytes::from(
+            Broadcast {
+                soc,
+                kind: Kind::Data as i32,
+                challenge: Bytes::new(),
+                index,
+            }
+            .encode_to_vec(),
+        )
+    }
+
+    /// A session-salted frame of any kind (explicit and ALL cohorts): sometimes below the
+    /// cursor, with a wrong challenge or of an unknown kind.
+    fn session_body(
+        &mut self,
+        stream_id: StreamId,
+        spec: &Spec,
+        (challenge, roll): (Hash, u64),
+        owner: Option<Address>,
+    ) -> Bytes {
+        let (kind, payload) = self.session_kind(roll);
+        let index = match kind {
+            Kind::Eos => 0,
+            _ if self.rng.percent(20) => {
+                let next = self.streams[&stream_id].next_index;
+                self.rng.below(next + 1)
+            }
+            _ => {
+                let stream = self.streams.get_mut(&stream_id).expect("picked");
+                stream.next_index += self.rng.range(1, 3);
+                stream.next_index
+            }
+        };
+        let wrong_challenge = self.rng.percent(3);
+        let challenge = if wrong_challenge {
+            [0xee; 32]
+        } else {
+            challenge
+        };
+        let id = session_chunk_id(kind, spec.topic, challenge, index);
+        let soc = self.chunk(id, payload.len() as u64, &payload, owner);
+        let kind = if self.rng.percent(2) { 9 } else { kind as i32 };
+        Bytes::from(
+            Broadcast {
+                soc,
+                kind,
+                challenge: Bytes::copy_from_slice(&challenge),
+                index,
+            }
+            .encode_to_vec(),
+        )
+    }
+
+    /// The kind and payload of a session frame by `roll`: mostly DATA, some AUTH, ROSTER
+    /// (sometimes undecodable) and a rare EOS.
+    fn session_kind(&mut self, roll: u64) -> (Kind, Vec<u8>) {
+        match roll {
+            0..60 => (Kind::Data, self.data_payload()),
+            60..70 => (Kind::Auth, Vec::new()),
+            70..85 => {
+                let count = self.rng.below(4);
+                let roster: Vec<Address> = (0..count).map(|_| self.member_address()).collect();
+                (
+                    Kind::Roster,
+                    if self.rng.percent(10) {
+                        vec![0x0a, 1, 7]
+                    } else {
+                        encode_roster(&roster)
+                    },
+                )
+            }
+            85..87 => (Kind::Eos, Vec::new()),
+            _ => (Kind::Data, self.data_payload()),
+        }
     }
 
     /// Any address but the admin's.
@@ -641,81 +668,9 @@ impl<C: Choices> Simulation<C> {
                 stream,
                 frame,
                 notice,
-            } => {
-                let sim = self
-                    .streams
-                    .get_mut(&stream)
-                    .expect("Send to a stream that joined");
-                assert!(sim.live, "Send to a closed stream");
-                if sim.challenge.is_none() {
-                    let ack = decode_ack(body_of(&frame)).expect("the first frame is an Ack");
-                    match Status::try_from(ack.status) {
-                        Ok(Status::Ok) => {
-                            self.observed.acks_ok += 1;
-                            sim.challenge = Some(
-                                ack.challenge
-                                    .as_ref()
-                                    .try_into()
-                                    .expect("32-byte challenge"),
-                            );
-                        }
-                        Ok(Status::Full) => self.observed.acks_full += 1,
-                        Ok(Status::Rejected) => self.observed.acks_rejected += 1,
-                        _ => panic!("only OK, FULL and REJECTED are sent (R5)"),
-                    }
-                    assert_eq!(
-                        frame,
-                        encode_frame(&Ack {
-                            status: ack.status,
-                            challenge: ack.challenge.clone()
-                        }),
-                        "a canonical Ack"
-                    );
-                } else {
-                    self.observed.deliveries += 1;
-                    self.check_published(&frame, &[stream], Receipt::Live);
-                }
-                if let Some(notice) = notice {
-                    self.notices.push((stream, notice));
-                }
-            }
-            Action::Deliver { frame, targets, .. } => {
-                assert!(!targets.is_empty(), "an empty delivery");
-                for list in [&targets.all, &targets.except] {
-                    assert!(
-                        list.windows(2).all(|pair| pair[0] < pair[1]),
-                        "target lists sorted and unique"
-                    );
-                }
-                assert!(
-                    targets
-                        .except
-                        .iter()
-                        .all(|stream| targets.all.binary_search(stream).is_ok()),
-                    "every exclusion is a member"
-                );
-                self.observed.deliveries += targets.len() as u64;
-                let receivers: Vec<StreamId> = targets.iter().collect();
-                self.check_published(&frame, &receivers, Receipt::Live);
-                self.check_seam(&frame, &receivers);
-            }
-            Action::Backlog { stream, frames } => {
-                assert!(!frames.is_empty(), "an empty backlog");
-                let spec = self.streams[&stream].spec;
-                assert!(
-                    self.specs[spec].history,
-                    "a backlog outside a history cohort"
-                );
-                self.observed.deliveries += frames.len() as u64;
-                self.observed.history_served += frames.len() as u64;
-                for delivered in &frames {
-                    self.check_published(&delivered.frame, &[stream], Receipt::Backlog);
-                }
-                self.streams
-                    .get_mut(&stream)
-                    .expect("a backlog to a stream that joined")
-                    .entered_by_backlog = true;
-            }
+            } => self.observe_send(stream, &frame, notice),
+            Action::Deliver { frame, targets, .. } => self.observe_deliver(&frame, &targets),
+            Action::Backlog { stream, frames } => self.observe_backlog(stream, &frames),
             Action::Verify { ticket, request } => {
                 self.observed.verifies += 1;
                 self.verifications.push((ticket, request));
@@ -728,29 +683,112 @@ impl<C: Choices> Simulation<C> {
                 assert!(*held > 0, "more Consumed than frames");
                 *held -= 1;
             }
-            Action::Close { stream, reason } => {
-                let sim = self
-                    .streams
-                    .get_mut(&stream)
-                    .expect("Close of a stream that joined");
-                assert!(sim.live, "Close of a stream already closed");
-                sim.live = false;
-                self.live.remove(stream);
-                match reason {
-                    CloseReason::Blocklisted => self.observed.closes_blocklisted += 1,
-                    CloseReason::ClaimTimeout => self.observed.claim_timeouts += 1,
-                    CloseReason::Superseded => self.observed.superseded += 1,
-                    CloseReason::Violation(_) => self.observed.violations += 1,
-                    CloseReason::DropRate => self.observed.drop_rate_resets += 1,
-                    _ => {}
-                }
-            }
+            Action::Close { stream, reason } => self.observe_close(stream, &reason),
             Action::Blocklist { .. } => self.observed.blocklists += 1,
             Action::Relayed { .. } => panic!("the simulation posts no service chunk (W5)"),
             Action::ArmTimer { at } => {
                 assert!(at >= self.now, "a timer in the past");
                 self.armed = Some(self.armed.map_or(at, |armed| armed.min(at)));
             }
+        }
+    }
+
+    /// A stream's first Send is its canonical Ack (R5); any later one a delivery.
+    fn observe_send(&mut self, stream: StreamId, frame: &Bytes, notice: Option<WriteNotice>) {
+        let sim = self
+            .streams
+            .get_mut(&stream)
+            .expect("Send to a stream that joined");
+        assert!(sim.live, "Send to a closed stream");
+        if sim.challenge.is_none() {
+            let ack = decode_ack(body_of(frame)).expect("the first frame is an Ack");
+            match Status::try_from(ack.status) {
+                Ok(Status::Ok) => {
+                    self.observed.acks_ok += 1;
+                    sim.challenge = Some(
+                        ack.challenge
+                            .as_ref()
+                            .try_into()
+                            .expect("32-byte challenge"),
+                    );
+                }
+                Ok(Status::Full) => self.observed.acks_full += 1,
+                Ok(Status::Rejected) => self.observed.acks_rejected += 1,
+                _ => panic!("only OK, FULL and REJECTED are sent (R5)"),
+            }
+            assert_eq!(
+                *frame,
+                encode_frame(&Ack {
+                    status: ack.status,
+                    challenge: ack.challenge.clone()
+                }),
+                "a canonical Ack"
+            );
+        } else {
+            self.observed.deliveries += 1;
+            self.check_published(frame, &[stream], Receipt::Live);
+        }
+        if let Some(notice) = notice {
+            self.notices.push((stream, notice));
+        }
+    }
+
+    /// A fan-out delivery: well-formed target lists, then what each receiver got.
+    fn observe_deliver(&mut self, frame: &Bytes, targets: &Targets) {
+        assert!(!targets.is_empty(), "an empty delivery");
+        for list in [&targets.all, &targets.except] {
+            assert!(
+                list.windows(2).all(|pair| pair[0] < pair[1]),
+                "target lists sorted and unique"
+            );
+        }
+        assert!(
+            targets
+                .except
+                .iter()
+                .all(|stream| targets.all.binary_search(stream).is_ok()),
+            "every exclusion is a member"
+        );
+        self.observed.deliveries += targets.len() as u64;
+        let receivers: Vec<StreamId> = targets.iter().collect();
+        self.check_published(frame, &receivers, Receipt::Live);
+        self.check_seam(frame, &receivers);
+    }
+
+    /// D11: a history backlog, only in a history cohort.
+    fn observe_backlog(&mut self, stream: StreamId, frames: &[Delivered]) {
+        assert!(!frames.is_empty(), "an empty backlog");
+        let spec = self.streams[&stream].spec;
+        assert!(
+            self.specs[spec].history,
+            "a backlog outside a history cohort"
+        );
+        self.observed.deliveries += frames.len() as u64;
+        self.observed.history_served += frames.len() as u64;
+        for delivered in frames {
+            self.check_published(&delivered.frame, &[stream], Receipt::Backlog);
+        }
+        self.streams
+            .get_mut(&stream)
+            .expect("a backlog to a stream that joined")
+            .entered_by_backlog = true;
+    }
+
+    fn observe_close(&mut self, stream: StreamId, reason: &CloseReason) {
+        let sim = self
+            .streams
+            .get_mut(&stream)
+            .expect("Close of a stream that joined");
+        assert!(sim.live, "Close of a stream already closed");
+        sim.live = false;
+        self.live.remove(stream);
+        match reason {
+            CloseReason::Blocklisted => self.observed.closes_blocklisted += 1,
+            CloseReason::ClaimTimeout => self.observed.claim_timeouts += 1,
+            CloseReason::Superseded => self.observed.superseded += 1,
+            CloseReason::Violation(_) => self.observed.violations += 1,
+            CloseReason::DropRate => self.observed.drop_rate_resets += 1,
+            _ => {}
         }
     }
 

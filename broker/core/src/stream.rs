@@ -14,7 +14,7 @@ use bps_verify::{Verified, VerifyError};
 use bytes::Bytes;
 use serde::Serialize;
 
-use super::ids::{PeerId, Ticket, WriteNotice};
+use super::ids::{CohortSerial, PeerId, Ticket, WriteNotice};
 use super::time::Millis;
 
 /// A stream role, as a gauge per cohort (R6..R10).
@@ -155,7 +155,7 @@ pub(crate) struct Stream {
     /// What carries it (the I/O layer's label).
     pub carrier: &'static str,
     /// The serial of the cohort it is attached to.
-    pub cohort: u64,
+    pub cohort: CohortSerial,
     /// The declared identity (Join.addr).
     pub addr: Address,
     /// The Ack's challenge (R4).

@@ -4,6 +4,9 @@
 //! the machine, and the saturating arithmetic on it.
 //! Never does: read a clock. The machine only ever sees the `now` it is given, which is what
 //! makes every deadline reproducible in tests and in the simulation.
+//!
+//! Convention: a function taking two instants takes `now` first, then the other one (the
+//! deadline `at` that came due, the `until` of a blocklist entry).
 
 use serde::Serialize;
 

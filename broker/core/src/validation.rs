@@ -8,8 +8,8 @@
 //! the machine once the chunk is verified.
 
 use bps_proto::{
-    Address, Authorship, Binding, Frame, Hash, Spec, decode_broadcast, feed_id, kind_from_i32,
-    session_chunk_id,
+    Address, Authorship, Binding, Broadcast, Frame, Hash, Spec, decode_broadcast, feed_id,
+    kind_from_i32, session_chunk_id,
 };
 use bps_verify::{Expect, SOC_MIN_CHUNK_SIZE, SocRef, VerifyRequest};
 
@@ -62,39 +62,59 @@ pub(crate) fn check_frame(frame: Frame, context: &FrameContext<'_>) -> Verdict {
     let Some(kind) = kind_from_i32(broadcast.kind).and_then(FrameKind::from_kind) else {
         return Verdict::Drop(Counter::UnknownKind);
     };
-    let authorship = context.spec.authorship();
-    // R13, by kind: service kinds only from the admin's stream; AUTH means nothing without a claim.
+    if let Err(wrong) = check_kind_sender(kind, context) {
+        return Verdict::Violation(Violation::WrongStream(wrong));
+    }
+    if let Some(counter) = check_sequence(kind, &broadcast, context) {
+        return Verdict::Drop(counter);
+    }
+    verification(frame, broadcast, kind, context)
+}
+
+/// R13, by kind: service kinds only from the admin's stream; AUTH means nothing without a
+/// claim.
+fn check_kind_sender(kind: FrameKind, context: &FrameContext<'_>) -> Result<(), WrongStream> {
+    let implicit = context.spec.authorship() == Authorship::Implicit;
     match kind {
-        FrameKind::Roster | FrameKind::Eos
-            if !context.is_admin || authorship == Authorship::Implicit =>
-        {
-            return Verdict::Violation(Violation::WrongStream(
-                WrongStream::ServiceKindFromNonAdmin,
-            ));
+        FrameKind::Roster | FrameKind::Eos if !context.is_admin || implicit => {
+            Err(WrongStream::ServiceKindFromNonAdmin)
         }
-        FrameKind::Auth if authorship == Authorship::Implicit => {
-            return Verdict::Violation(Violation::WrongStream(WrongStream::AuthInImplicitCohort));
-        }
-        _ => {}
+        FrameKind::Auth if implicit => Err(WrongStream::AuthInImplicitCohort),
+        _ => Ok(()),
     }
-    // R15: the frame must carry the stream's challenge (no salt under implicit authorship).
-    if authorship != Authorship::Implicit
-        && broadcast.challenge.as_ref() != context.challenge.as_slice()
-    {
-        return Verdict::Drop(Counter::WrongChallenge);
+}
+
+/// R15 and, for a publisher stream, R16: the drop counter of a frame of another session or
+/// below its cursor. A stream that has not claimed gets R16 after verification.
+fn check_sequence(
+    kind: FrameKind,
+    broadcast: &Broadcast,
+    context: &FrameContext<'_>,
+) -> Option<Counter> {
+    if context.spec.authorship() == Authorship::Implicit {
+        // No salt and no cursor under implicit authorship (R28 deduplicates instead).
+        return None;
     }
-    // R16 for a publisher stream; a stream that has not claimed gets it after verification.
-    if context.claimed && authorship != Authorship::Implicit {
-        let below = match kind {
+    // R15: the frame must carry the stream's challenge.
+    if broadcast.challenge.as_ref() != context.challenge.as_slice() {
+        return Some(Counter::WrongChallenge);
+    }
+    let below = context.claimed
+        && match kind {
             FrameKind::Data => broadcast.index < context.data_cursor,
             FrameKind::Roster => broadcast.index < context.roster_cursor,
             _ => false,
         };
-        if below {
-            return Verdict::Drop(Counter::Retransmit);
-        }
-    }
-    // R17, the cheap part.
+    below.then_some(Counter::Retransmit)
+}
+
+/// R17, the cheap part, then the verification job of a frame that passed it.
+fn verification(
+    frame: Frame,
+    broadcast: Broadcast,
+    kind: FrameKind,
+    context: &FrameContext<'_>,
+) -> Verdict {
     let soc = match SocRef::parse(&broadcast.soc) {
         Ok(soc) => soc,
         Err(error) => return Verdict::Violation(Violation::InvalidSoc(InvalidSoc::Length(error))),
@@ -102,7 +122,7 @@ pub(crate) fn check_frame(frame: Frame, context: &FrameContext<'_>) -> Verdict {
     if let Err(invalid) = check_shape(kind, broadcast.index, &soc, context) {
         return Verdict::Violation(Violation::InvalidSoc(invalid));
     }
-    let expect = match authorship {
+    let expect = match context.spec.authorship() {
         Authorship::Implicit => Expect::Implicit {
             binding: context.spec.binding,
             topic: context.spec.topic,

@@ -63,8 +63,8 @@ use super::port::{Closing, Port};
 use super::receivers::{self, Receivers};
 use super::router::{HomeMsg, OwnerMsg, RelayFrames, VerifyDone};
 use crate::protocol::{
-    Action, ChunkFacts, CloseReason, Delivered, Machine, Millis, RelayOutcome, RelayReply,
-    StreamId, Targets, Ticket, WriteNotice,
+    Action, ChunkFacts, CloseReason, CohortSerial, Delivered, Machine, Millis, RelayOutcome,
+    RelayReply, StreamId, Targets, Ticket, TicketOrigin, WriteNotice,
 };
 
 /// Home and owner messages one turn takes at most, each, before the other tasks run.
@@ -98,8 +98,8 @@ struct JobOrigin {
 
 /// The fairness class of cohort `serial` of core `core`: the pool is shared by every core,
 /// and serials are per core (a core index fits 8 bits, a `StreamId`'s core byte).
-fn fairness_class(core: usize, serial: u64) -> u64 {
-    serial << 8 | core as u64
+fn fairness_class(core: usize, serial: CohortSerial) -> u64 {
+    serial.get() << 8 | core as u64
 }
 
 fn micros(since: Instant) -> u64 {
@@ -584,7 +584,7 @@ impl Shard {
         };
         let forgotten = tickets
             .first()
-            .is_some_and(|ticket| self.machine.borrow().ticket_origin(*ticket).is_none());
+            .is_some_and(|ticket| self.machine.borrow().job_origin(*ticket).is_none());
         if !forgotten {
             return;
         }
@@ -799,20 +799,13 @@ impl Shard {
 
     fn verify(&self, ticket: Ticket, request: VerifyRequest) {
         self.verifications.set(self.verifications.get() + 1);
-        let (stream, serial) = {
-            let machine = self.machine.borrow();
-            match (machine.ticket_origin(ticket), machine.relay_cohort(ticket)) {
-                (Some((stream, serial)), _) => (Some(stream), serial),
-                (None, Some(serial)) => (None, serial),
-                (None, None) => {
-                    // The machine closed the stream in the same input: nothing to verify.
-                    drop(machine);
-                    self.cancelled.borrow_mut().push(ticket);
-                    return;
-                }
-            }
+        let origin = self.machine.borrow().job_origin(ticket);
+        let Some(TicketOrigin { stream, cohort }) = origin else {
+            // The machine closed the stream in the same input: nothing to verify.
+            self.cancelled.borrow_mut().push(ticket);
+            return;
         };
-        let class = fairness_class(self.link.core, serial);
+        let class = fairness_class(self.link.core, cohort);
         self.jobs.borrow_mut().insert(
             ticket,
             JobOrigin {

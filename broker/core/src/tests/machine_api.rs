@@ -250,11 +250,11 @@ fn a_closed_streams_job_taken_back_unverified_consumes_its_frame() {
         })
         .collect();
     assert_eq!(tickets.len(), 1);
-    let (stream, _cohort) = rig.machine.ticket_origin(tickets[0]).expect("in flight");
-    assert_eq!(stream, sid(1));
+    let origin = rig.machine.job_origin(tickets[0]).expect("in flight");
+    assert_eq!(origin.stream, Some(sid(1)));
     assert_eq!(rig.closed(sid(1), crate::ClosedBy::Peer), vec![]);
     assert_eq!(
-        rig.machine.ticket_origin(tickets[0]),
+        rig.machine.job_origin(tickets[0]),
         None,
         "the stream is gone"
     );
