@@ -656,7 +656,7 @@ fn verify(args: VerifyArgs) -> Result<u8, UsageError> {
     }
     let duration = parse_duration("--duration", &args.duration)?;
     // Every owner's key must fit the pipeline's key cache, or the shape is not warm.
-    let owners_max = bps_verify::measure::MeasureConfig::default()
+    let owners_max = bps_bench::load::verify_measure::MeasureConfig::default()
         .pool
         .key_cache_keys_max;
     if !(1..=owners_max).contains(&args.owners) {

@@ -5,8 +5,8 @@
 //! run the broker's own verification job (`bps_verify::verify` with `Expect::At`, what the
 //! pool runs per publication) on it in a loop on one pinned core for the given time, and
 //! report SOCs per second and the per-call latency distribution; [`VerifyCeiling`] is the
-//! figures. [`measure_pipeline`] runs the verification crate's own comparison
-//! (`bps_verify::measure`: the old path against the pool's, on a single-publisher and a
+//! figures. [`measure_pipeline`] runs the verification comparison of
+//! [`verify_measure`](crate::load::verify_measure) (the old path against the pool's, on a single-publisher and a
 //! many-publisher shape, and scalar against multi-lane BMT) on the same core;
 //! [`PipelineFigures`] is its figures under the report's names. Both are merged into the
 //! report by [`crate::load::report::Report::merge_figures`].
@@ -16,12 +16,12 @@
 use std::time::{Duration, Instant};
 
 use bps_proto::{Kind, keccak256};
-use bps_verify::measure::{MeasureConfig, Measurement, measure};
 use bps_verify::{Expect, SigningKey, VerifyRequest, sign_broadcast, validate_soc_at, verify};
 use serde::Serialize;
 
 use crate::load::latency::{Latency, LatencySummary};
 use crate::load::stamp::{Stamp, payload};
+use crate::load::verify_measure::{MeasureConfig, Measurement, measure};
 
 /// Calls between clock reads (a read costs far less than a verification, but not nothing).
 const CALLS_PER_CLOCK_READ: u32 = 16;
@@ -120,7 +120,7 @@ pub fn measure_verify(
     })
 }
 
-/// `bps_verify::measure`'s figures as the report names them (all rates in SOCs per second
+/// [`measure`]'s figures as the report names them (all rates in SOCs per second
 /// on the one core, µs per BMT root).
 #[derive(Debug, Clone, Serialize)]
 pub struct PipelineFigures {
@@ -182,7 +182,7 @@ impl From<&Measurement> for PipelineFigures {
     }
 }
 
-/// Runs `bps_verify::measure` on the calling thread (pin it first: see
+/// Runs [`measure`] on the calling thread (pin it first: see
 /// [`measure_verify`]) with `size`-byte payloads, `duration` per path and `owners`
 /// publishers in the many-publisher shape; the rest is its default configuration.
 ///
