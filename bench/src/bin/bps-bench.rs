@@ -455,6 +455,24 @@ fn slo_of(output: &OutputArgs) -> Result<Slo, UsageError> {
 
 fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
     let slo = slo_of(&args.output)?;
+    check_load_args(mode, &args)?;
+    let json = args.output.json.clone();
+    let config = load_config(mode, args)?;
+    match run(&config) {
+        Ok(mut report) => finish(&mut report, &slo, json.as_ref()),
+        Err(RunError::Refused(message)) => {
+            eprintln!("bps-bench: {message}");
+            Ok(EXIT_REFUSED)
+        }
+        Err(RunError::Failed(message)) => {
+            eprintln!("bps-bench: {message}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+/// The load flags that stand alone: transport, size, rate and fractions.
+fn check_load_args(mode: Mode, args: &LoadArgs) -> Result<(), UsageError> {
     if mode == Mode::Nats && args.transport != TransportArg::Tcp {
         return Err(usage(
             "--transport",
@@ -498,6 +516,11 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
             ));
         }
     }
+    Ok(())
+}
+
+/// The run's settings from checked flags: durations, CPUs, threads and the shape's size.
+fn load_config(mode: Mode, args: LoadArgs) -> Result<LoadConfig, UsageError> {
     let duration = parse_duration("--duration", &args.duration)?;
     if duration.is_zero() {
         return Err(usage("--duration", "must be above 0"));
@@ -508,15 +531,7 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
         .map(parse_cpus)
         .transpose()?
         .unwrap_or_default();
-    let available = std::thread::available_parallelism().map_or(1, usize::from);
-    let threads = args.threads.unwrap_or(if cpus.is_empty() {
-        available
-    } else {
-        cpus.len()
-    });
-    if threads == 0 {
-        return Err(usage("--threads", "at least 1"));
-    }
+    let threads = receiving_threads(args.threads, &cpus)?;
     let shape = Shape::from(args.shape);
     let (cohorts, publishers, subscribers, binding) = match shape.size(mode) {
         Some(size) => (
@@ -538,7 +553,7 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
     if send_threads == 0 {
         return Err(usage("--send-threads", "at least 1"));
     }
-    let config = LoadConfig {
+    Ok(LoadConfig {
         mode,
         target: args.target,
         transport: args.transport.into(),
@@ -565,18 +580,21 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
         window: args.window,
         quiet: args.output.quiet,
         progress: args.output.progress(),
-    };
-    match run(&config) {
-        Ok(mut report) => finish(&mut report, &slo, args.output.json.as_ref()),
-        Err(RunError::Refused(message)) => {
-            eprintln!("bps-bench: {message}");
-            Ok(EXIT_REFUSED)
-        }
-        Err(RunError::Failed(message)) => {
-            eprintln!("bps-bench: {message}");
-            Ok(EXIT_FAILED)
-        }
+    })
+}
+
+/// `--threads`, by default one receiving thread per `--cpus` entry or per available CPU.
+fn receiving_threads(threads: Option<usize>, cpus: &[usize]) -> Result<usize, UsageError> {
+    let available = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = threads.unwrap_or(if cpus.is_empty() {
+        available
+    } else {
+        cpus.len()
+    });
+    if threads == 0 {
+        return Err(usage("--threads", "at least 1"));
     }
+    Ok(threads)
 }
 
 /// Applies the objectives, prints the summary, writes the JSON; returns the exit code.
