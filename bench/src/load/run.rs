@@ -2,20 +2,25 @@
 //! report.
 //!
 //! Owns: the run's timeline and threads. In order:
-//! 1. every subscriber stream joins (BPS `Join`/`Ack` through [`dial`], from its source
-//!    address; NATS `SUB`), a few joining threads at a time;
+//! 1. every subscriber stream joins (BPS `Join`/`Ack` through
+//!    [`dial`](crate::load::dial), from its source address; NATS `SUB`), a few joining
+//!    threads at a time;
 //! 2. every publisher stream joins and, when pending, claims at once (AUTH at index 0,
-//!    D3) through the client library's [`Publisher`];
-//! 3. every message of the run is signed under its stream's challenge ([`presign`]), the
-//!    open-loop `t0` placed after the estimated signing time; the warm-up absorbs any
-//!    error of the estimate, and a run whose signing ran past the warm-up fails rather
-//!    than measure a burst; with `--sign-ahead` (open loop) only the first frames are
-//!    signed before `t0` and a [`SignFeed`] per publisher signs the rest during the run;
-//! 4. each subscriber gets its reader ([`LoadConfig::check_of`]: verify, compare, or count
-//!    bytes against the run's one frame length) and, under publishers ALL, each publisher
-//!    stream a counting reader too; receiving threads (one per CPU, epoll) and sending
-//!    threads (a few publishers each) start, pinned to `--cpus` when given; the
-//!    [`progress`](crate::load::progress) line is redrawn every second on a terminal;
+//!    D3) through the client library's [`Publisher`](bps_client::publisher::Publisher);
+//! 3. every message of the run is signed under its stream's challenge
+//!    ([`presign`](crate::load::presign)), the open-loop `t0` placed after the estimated
+//!    signing time; the warm-up absorbs any error of the estimate, and a run whose signing
+//!    ran past the warm-up fails rather than measure a burst; with `--sign-ahead` (open
+//!    loop) only the first frames are signed before `t0` and a
+//!    [`SignFeed`](crate::load::sign_feed::SignFeed) per publisher signs the rest during
+//!    the run;
+//! 4. each subscriber gets its reader
+//!    ([`LoadConfig::check_of`](crate::load::config::LoadConfig::check_of): verify,
+//!    compare, or count bytes against the run's one frame length) and, under publishers
+//!    ALL, each publisher stream a counting reader too; receiving threads (one per CPU,
+//!    epoll) and sending threads (a few publishers each) start, pinned to `--cpus` when
+//!    given; the [`progress`](crate::load::progress) line is redrawn every second on a
+//!    terminal;
 //! 5. after the last scheduled message, deliveries are awaited until every measured
 //!    message reached every reading subscriber and every written frame every counting
 //!    stream, or `--drain` passed; then the report is built.
@@ -559,21 +564,8 @@ fn fill_report(
             totals.measured + verification.counted.received_frames,
         )
     };
-    report.closed_loop = pacing.closed;
-    report.target = Some(config.target.clone());
+    fill_shape(report, config, plan, pacing);
     report.measured_s = round(measured_s, 3);
-    report.cohorts = u64::from(config.cohorts);
-    report.publishers = if config.mode.publishes() {
-        plan.publisher_count() as u64
-    } else {
-        0
-    };
-    report.subscribers = if config.mode.subscribes() {
-        plan.subscriber_count() as u64
-    } else {
-        0
-    };
-    report.size = config.size as u64;
     report.published = published;
     report.publications_per_s = round(published as f64 / measured_s, 1);
     report.offered_per_s = round(offered as f64 / measured_s, 1);
@@ -592,6 +584,24 @@ fn fill_report(
     report.verification = verification;
     report.generator = generator;
     report.first_error = first_error;
+}
+
+/// The report's run shape: loop, target, cohorts, streams and payload size.
+fn fill_shape(report: &mut Report, config: &LoadConfig, plan: &Plan, pacing: &Pacing) {
+    report.closed_loop = pacing.closed;
+    report.target = Some(config.target.clone());
+    report.cohorts = u64::from(config.cohorts);
+    report.publishers = if config.mode.publishes() {
+        plan.publisher_count() as u64
+    } else {
+        0
+    };
+    report.subscribers = if config.mode.subscribes() {
+        plan.subscriber_count() as u64
+    } else {
+        0
+    };
+    report.size = config.size as u64;
 }
 
 /// The report's delivery rates over the measured seconds.

@@ -189,8 +189,8 @@ pub(super) fn sign_all(
     })
 }
 
-/// Signs every message of one publisher (module docs of [`run`](super), step 3), or with a feed its first
-/// `count`.
+/// Signs every message of one publisher (module docs of [`run`](super), step 3), or
+/// with a feed its first `count`.
 fn sign_publisher(
     config: &LoadConfig,
     plan: &Plan,
