@@ -30,6 +30,7 @@ use bps_bench::load::stamp::STAMP_BYTES;
 use bps_bench::load::websocket::Transport;
 use bps_bench::load::{EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_SLO_MISSED, EXIT_USAGE};
 use bps_client::spec::BindingArg;
+use bps_proto::Binding;
 use bps_verify::CHUNK_SIZE;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -533,20 +534,7 @@ fn load_config(mode: Mode, args: LoadArgs) -> Result<LoadConfig, UsageError> {
         .unwrap_or_default();
     let threads = receiving_threads(args.threads, &cpus)?;
     let shape = Shape::from(args.shape);
-    let (cohorts, publishers, subscribers, binding) = match shape.size(mode) {
-        Some(size) => (
-            size.cohorts,
-            size.publishers,
-            size.subscribers,
-            size.binding,
-        ),
-        None => (
-            args.cohorts,
-            args.publishers,
-            args.subscribers,
-            args.binding.into(),
-        ),
-    };
+    let (cohorts, publishers, subscribers, binding) = shape_size(mode, shape, &args);
     let send_threads = args.send_threads.unwrap_or_else(|| {
         (cohorts as usize * publishers as usize).div_ceil(PUBLISHERS_PER_SEND_THREAD)
     });
@@ -581,6 +569,25 @@ fn load_config(mode: Mode, args: LoadArgs) -> Result<LoadConfig, UsageError> {
         quiet: args.output.quiet,
         progress: args.output.progress(),
     })
+}
+
+/// Cohorts, publishers and subscribers per cohort, and binding: the named shape's, or
+/// the flags' for `custom`.
+fn shape_size(mode: Mode, shape: Shape, args: &LoadArgs) -> (u32, u32, u32, Binding) {
+    match shape.size(mode) {
+        Some(size) => (
+            size.cohorts,
+            size.publishers,
+            size.subscribers,
+            size.binding,
+        ),
+        None => (
+            args.cohorts,
+            args.publishers,
+            args.subscribers,
+            args.binding.into(),
+        ),
+    }
 }
 
 /// `--threads`, by default one receiving thread per `--cpus` entry or per available CPU.

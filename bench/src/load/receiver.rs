@@ -777,31 +777,12 @@ impl Frames {
             let payload = &available[frame.header_bytes..total];
             match frame.opcode {
                 Opcode::Binary => {
-                    let header = match peek_frame(payload, FRAME_BYTES_MAX_DEFAULT) {
-                        Ok(Some(header)) if header.total_bytes() == payload.len() => header,
-                        Ok(_) => {
-                            return Err(format!(
-                                "a {}-byte WebSocket message that is not exactly one BPS frame",
-                                payload.len()
-                            ));
-                        }
-                        Err(error) => return Err(format!("bad frame from the broker: {error}")),
-                    };
-                    let body = &payload[header.prefix_bytes..];
+                    let body = bps_body(payload)?;
                     self.state.on_bps(body, total as u64, now, shared, totals);
                 }
                 Opcode::Ping => pongs.extend_from_slice(&pong(payload)),
                 Opcode::Pong => {}
-                Opcode::Close => {
-                    let code = payload
-                        .first_chunk::<2>()
-                        .map(|code| u16::from_be_bytes(*code));
-                    let reason = String::from_utf8_lossy(payload.get(2..).unwrap_or_default());
-                    return Err(format!(
-                        "the broker closed a WebSocket session: {} {reason}",
-                        code.map_or("without a code".to_owned(), |code| code.to_string())
-                    ));
-                }
+                Opcode::Close => return Err(close_error(payload)),
                 Opcode::Text | Opcode::Continuation => {
                     return Err(format!(
                         "a {:?} message on the native endpoint",
@@ -1054,6 +1035,33 @@ fn compared(body: &[u8], shared: &Shared, totals: &mut Totals) -> Option<(Stamp,
             None
         }
     }
+}
+
+/// The BPS frame body inside one binary WebSocket message, which must hold exactly one
+/// frame.
+fn bps_body(payload: &[u8]) -> Result<&[u8], String> {
+    match peek_frame(payload, FRAME_BYTES_MAX_DEFAULT) {
+        Ok(Some(header)) if header.total_bytes() == payload.len() => {
+            Ok(&payload[header.prefix_bytes..])
+        }
+        Ok(_) => Err(format!(
+            "a {}-byte WebSocket message that is not exactly one BPS frame",
+            payload.len()
+        )),
+        Err(error) => Err(format!("bad frame from the broker: {error}")),
+    }
+}
+
+/// What a Close from the broker said: its code and reason.
+fn close_error(payload: &[u8]) -> String {
+    let code = payload
+        .first_chunk::<2>()
+        .map(|code| u16::from_be_bytes(*code));
+    let reason = String::from_utf8_lossy(payload.get(2..).unwrap_or_default());
+    format!(
+        "the broker closed a WebSocket session: {} {reason}",
+        code.map_or("without a code".to_owned(), |code| code.to_string())
+    )
 }
 
 #[cfg(test)]

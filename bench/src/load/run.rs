@@ -435,11 +435,8 @@ fn finish(config: &LoadConfig, plan: &Plan, started: Started) -> Result<Finished
     } = started;
     let timeline = timeline_of(config, &times, readers.deliveries_per_message);
     let mut progress = RunProgress::new(config.progress, timeline);
-    while now_ns() < times.measure_to && !(senders.is_empty() && receivers.is_empty()) {
-        if !senders.is_empty() && senders.iter().all(thread::JoinHandle::is_finished) {
-            break;
-        }
-        progress.tick(&shared);
+    if !(senders.is_empty() && receivers.is_empty()) {
+        await_measured(times.measure_to, &shared, &senders, &mut progress);
     }
     let sending_threads = senders.len();
     let (outcomes, send_cpu) = join_senders(senders);
@@ -455,15 +452,15 @@ fn finish(config: &LoadConfig, plan: &Plan, started: Started) -> Result<Finished
         .map(|outcome| outcome.measured * readers.reading_in(cohort_of(outcome.publisher)))
         .sum();
     let expected_counted = written.expected_total(&readers.counted_per_cohort, plan);
-    let drain_until = now_ns().max(times.measure_to) + config.drain.as_nanos() as u64;
-    while !receivers.is_empty() && now_ns() < drain_until {
-        if config.mode != Mode::Sub
-            && shared.delivered_measured.load(Ordering::Relaxed) >= expected_checked
-            && shared.counted_frames.load(Ordering::Relaxed) >= expected_counted
-        {
-            break;
-        }
-        progress.tick(&shared);
+    if !receivers.is_empty() {
+        let until = now_ns().max(times.measure_to) + config.drain.as_nanos() as u64;
+        drain(
+            config,
+            &shared,
+            &mut progress,
+            until,
+            (expected_checked, expected_counted),
+        );
     }
     progress.finish();
     shared.stop.store(true, Ordering::Relaxed);
@@ -483,6 +480,41 @@ fn finish(config: &LoadConfig, plan: &Plan, started: Started) -> Result<Finished
         expected_checked,
         cpu_cores_used,
     })
+}
+
+/// Shows progress until the measured phase ends at `measure_to`, or every sender is done.
+fn await_measured(
+    measure_to: u64,
+    shared: &Shared,
+    senders: &[thread::JoinHandle<SendThread>],
+    progress: &mut RunProgress,
+) {
+    while now_ns() < measure_to {
+        if !senders.is_empty() && senders.iter().all(thread::JoinHandle::is_finished) {
+            break;
+        }
+        progress.tick(shared);
+    }
+}
+
+/// Awaits deliveries until every measured message reached every reading subscriber and
+/// every written frame every counting stream (`expected`: those two counts), or `until`.
+fn drain(
+    config: &LoadConfig,
+    shared: &Shared,
+    progress: &mut RunProgress,
+    until: u64,
+    (expected_checked, expected_counted): (u64, u64),
+) {
+    while now_ns() < until {
+        if config.mode != Mode::Sub
+            && shared.delivered_measured.load(Ordering::Relaxed) >= expected_checked
+            && shared.counted_frames.load(Ordering::Relaxed) >= expected_counted
+        {
+            break;
+        }
+        progress.tick(shared);
+    }
 }
 
 /// What the progress line draws against.
