@@ -7,13 +7,13 @@
 //! implicit-authorship binding shapes and proximity order of docs/PROTOCOL.md R11 ([`shape`]), the
 //! client-side signing helper ([`publish`]), the stateless verification job ([`job`]),
 //! one worker's fast path ([`verifier`]), the worker pool that runs jobs in batches
-//! ([`pool`]) and the throughput measurement the bench tool reports ([`measure`]).
+//! ([`pool`]). The throughput measurement `bps-bench verify` reports is the bench crate's.
 //!
 //! Never: a socket, a runtime (monoio), or state shared between threads. Every function
-//! outside [`verifier`], [`keycache`], [`pool`] and [`measure`] is a pure function of its
+//! outside [`verifier`], [`keycache`] and [`pool`] is a pure function of its
 //! arguments, so any thread may run it and a batch of jobs is just a slice; a
 //! [`Verifier`] is one worker's state (a key cache), and its results are still exactly
-//! [`verify`]'s. Only [`pool`] (latency) and [`measure`] read the clock.
+//! [`verify`]'s. Only [`pool`] (latency) reads the clock.
 //!
 //! Two error worlds (ARCHITECTURE.md §4.5): anything a peer controls (chunk bytes,
 //! signatures, lengths) yields a typed error with context and never panics; a broken
@@ -34,7 +34,6 @@ pub mod fair;
 pub mod job;
 pub mod keccak;
 pub mod keycache;
-pub mod measure;
 pub mod pool;
 pub mod publish;
 pub mod shape;

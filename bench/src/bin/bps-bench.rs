@@ -30,6 +30,7 @@ use bps_bench::load::stamp::STAMP_BYTES;
 use bps_bench::load::websocket::Transport;
 use bps_bench::load::{EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_SLO_MISSED, EXIT_USAGE};
 use bps_client::spec::BindingArg;
+use bps_proto::Binding;
 use bps_verify::CHUNK_SIZE;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -455,6 +456,24 @@ fn slo_of(output: &OutputArgs) -> Result<Slo, UsageError> {
 
 fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
     let slo = slo_of(&args.output)?;
+    check_load_args(mode, &args)?;
+    let json = args.output.json.clone();
+    let config = load_config(mode, args)?;
+    match run(&config) {
+        Ok(mut report) => finish(&mut report, &slo, json.as_ref()),
+        Err(RunError::Refused(message)) => {
+            eprintln!("bps-bench: {message}");
+            Ok(EXIT_REFUSED)
+        }
+        Err(RunError::Failed(message)) => {
+            eprintln!("bps-bench: {message}");
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+/// The load flags that stand alone: transport, size, rate and fractions.
+fn check_load_args(mode: Mode, args: &LoadArgs) -> Result<(), UsageError> {
     if mode == Mode::Nats && args.transport != TransportArg::Tcp {
         return Err(usage(
             "--transport",
@@ -498,6 +517,11 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
             ));
         }
     }
+    Ok(())
+}
+
+/// The run's settings from checked flags: durations, CPUs, threads and the shape's size.
+fn load_config(mode: Mode, args: LoadArgs) -> Result<LoadConfig, UsageError> {
     let duration = parse_duration("--duration", &args.duration)?;
     if duration.is_zero() {
         return Err(usage("--duration", "must be above 0"));
@@ -508,37 +532,16 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
         .map(parse_cpus)
         .transpose()?
         .unwrap_or_default();
-    let available = std::thread::available_parallelism().map_or(1, usize::from);
-    let threads = args.threads.unwrap_or(if cpus.is_empty() {
-        available
-    } else {
-        cpus.len()
-    });
-    if threads == 0 {
-        return Err(usage("--threads", "at least 1"));
-    }
+    let threads = receiving_threads(args.threads, &cpus)?;
     let shape = Shape::from(args.shape);
-    let (cohorts, publishers, subscribers, binding) = match shape.size(mode) {
-        Some(size) => (
-            size.cohorts,
-            size.publishers,
-            size.subscribers,
-            size.binding,
-        ),
-        None => (
-            args.cohorts,
-            args.publishers,
-            args.subscribers,
-            args.binding.into(),
-        ),
-    };
+    let (cohorts, publishers, subscribers, binding) = shape_size(mode, shape, &args);
     let send_threads = args.send_threads.unwrap_or_else(|| {
         (cohorts as usize * publishers as usize).div_ceil(PUBLISHERS_PER_SEND_THREAD)
     });
     if send_threads == 0 {
         return Err(usage("--send-threads", "at least 1"));
     }
-    let config = LoadConfig {
+    Ok(LoadConfig {
         mode,
         target: args.target,
         transport: args.transport.into(),
@@ -565,18 +568,40 @@ fn load(mode: Mode, args: LoadArgs) -> Result<u8, UsageError> {
         window: args.window,
         quiet: args.output.quiet,
         progress: args.output.progress(),
-    };
-    match run(&config) {
-        Ok(mut report) => finish(&mut report, &slo, args.output.json.as_ref()),
-        Err(RunError::Refused(message)) => {
-            eprintln!("bps-bench: {message}");
-            Ok(EXIT_REFUSED)
-        }
-        Err(RunError::Failed(message)) => {
-            eprintln!("bps-bench: {message}");
-            Ok(EXIT_FAILED)
-        }
+    })
+}
+
+/// Cohorts, publishers and subscribers per cohort, and binding: the named shape's, or
+/// the flags' for `custom`.
+fn shape_size(mode: Mode, shape: Shape, args: &LoadArgs) -> (u32, u32, u32, Binding) {
+    match shape.size(mode) {
+        Some(size) => (
+            size.cohorts,
+            size.publishers,
+            size.subscribers,
+            size.binding,
+        ),
+        None => (
+            args.cohorts,
+            args.publishers,
+            args.subscribers,
+            args.binding.into(),
+        ),
     }
+}
+
+/// `--threads`, by default one receiving thread per `--cpus` entry or per available CPU.
+fn receiving_threads(threads: Option<usize>, cpus: &[usize]) -> Result<usize, UsageError> {
+    let available = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = threads.unwrap_or(if cpus.is_empty() {
+        available
+    } else {
+        cpus.len()
+    });
+    if threads == 0 {
+        return Err(usage("--threads", "at least 1"));
+    }
+    Ok(threads)
 }
 
 /// Applies the objectives, prints the summary, writes the JSON; returns the exit code.
@@ -656,7 +681,7 @@ fn verify(args: VerifyArgs) -> Result<u8, UsageError> {
     }
     let duration = parse_duration("--duration", &args.duration)?;
     // Every owner's key must fit the pipeline's key cache, or the shape is not warm.
-    let owners_max = bps_verify::measure::MeasureConfig::default()
+    let owners_max = bps_bench::load::verify_measure::MeasureConfig::default()
         .pool
         .key_cache_keys_max;
     if !(1..=owners_max).contains(&args.owners) {

@@ -5,9 +5,10 @@
 //! run the broker's own verification job (`bps_verify::verify` with `Expect::At`, what the
 //! pool runs per publication) on it in a loop on one pinned core for the given time, and
 //! report SOCs per second and the per-call latency distribution; [`VerifyCeiling`] is the
-//! figures. [`measure_pipeline`] runs the verification crate's own comparison
-//! (`bps_verify::measure`: the old path against the pool's, on a single-publisher and a
-//! many-publisher shape, and scalar against multi-lane BMT) on the same core;
+//! figures. [`measure_pipeline`] runs the verification comparison of
+//! [`verify_measure`](crate::load::verify_measure) (the old path against the pool's, on a
+//! single-publisher and a many-publisher shape, and scalar against multi-lane BMT) on the
+//! same core;
 //! [`PipelineFigures`] is its figures under the report's names. Both are merged into the
 //! report by [`crate::load::report::Report::merge_figures`].
 //!
@@ -15,13 +16,13 @@
 
 use std::time::{Duration, Instant};
 
-use bps_proto::{Kind, keccak256};
-use bps_verify::measure::{MeasureConfig, Measurement, measure};
+use bps_proto::{Address, Kind, keccak256};
 use bps_verify::{Expect, SigningKey, VerifyRequest, sign_broadcast, validate_soc_at, verify};
 use serde::Serialize;
 
 use crate::load::latency::{Latency, LatencySummary};
 use crate::load::stamp::{Stamp, payload};
+use crate::load::verify_measure::{MeasureConfig, Measurement, measure};
 
 /// Calls between clock reads (a read costs far less than a verification, but not nothing).
 const CALLS_PER_CLOCK_READ: u32 = 16;
@@ -65,6 +66,33 @@ pub fn measure_verify(
     {
         return Err(CeilingError(format!("cannot pin to CPU {id}")));
     }
+    let (request, owner) = signed_request(size, seed)?;
+    let mut latency = Latency::new();
+    let mut iterations = 0u64;
+    let started = Instant::now();
+    while started.elapsed() < duration {
+        let batch_started = Instant::now();
+        for _ in 0..CALLS_PER_CLOCK_READ {
+            verify_once(&request, owner)?;
+        }
+        let per_call = batch_started.elapsed() / CALLS_PER_CLOCK_READ;
+        latency.record_ns(u64::try_from(per_call.as_nanos()).unwrap_or(u64::MAX));
+        iterations += u64::from(CALLS_PER_CLOCK_READ);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok(VerifyCeiling {
+        verify_socs_per_s: (iterations as f64 / elapsed).round(),
+        verify_us: latency.summary(),
+        verify_iterations: iterations,
+        verify_payload_bytes: size,
+        verify_cpu: cpu,
+    })
+}
+
+/// One DATA publication of `size` payload bytes signed under the key of `seed`, as the
+/// job the pool runs on it, and its owner; it passes both the job and the plain
+/// validation before it is timed.
+fn signed_request(size: usize, seed: u64) -> Result<(VerifyRequest, Address), CeilingError> {
     let key = SigningKey::from_bytes(&keccak256(&seed.to_le_bytes()))
         .map_err(|error| CeilingError(format!("key from seed: {error}")))?;
     let owner = key.address();
@@ -87,40 +115,23 @@ pub fn measure_verify(
         verify(&request).map_err(|error| CeilingError(format!("self-check: {error}")))?;
     validate_soc_at(&signed.chunk, &verified.address)
         .map_err(|error| CeilingError(format!("self-check: {error}")))?;
-
-    let mut latency = Latency::new();
-    let mut iterations = 0u64;
-    let started = Instant::now();
-    while started.elapsed() < duration {
-        let batch_started = Instant::now();
-        for _ in 0..CALLS_PER_CLOCK_READ {
-            match verify(&request) {
-                Ok(result) if result.owner == owner => {}
-                Ok(result) => {
-                    return Err(CeilingError(format!(
-                        "verification recovered 0x{} instead of 0x{}",
-                        hex::encode(result.owner),
-                        hex::encode(owner)
-                    )));
-                }
-                Err(error) => return Err(CeilingError(format!("verification failed: {error}"))),
-            }
-        }
-        let per_call = batch_started.elapsed() / CALLS_PER_CLOCK_READ;
-        latency.record_ns(u64::try_from(per_call.as_nanos()).unwrap_or(u64::MAX));
-        iterations += u64::from(CALLS_PER_CLOCK_READ);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    Ok(VerifyCeiling {
-        verify_socs_per_s: (iterations as f64 / elapsed).round(),
-        verify_us: latency.summary(),
-        verify_iterations: iterations,
-        verify_payload_bytes: size,
-        verify_cpu: cpu,
-    })
+    Ok((request, owner))
 }
 
-/// `bps_verify::measure`'s figures as the report names them (all rates in SOCs per second
+/// One timed verification, which must recover `owner`.
+fn verify_once(request: &VerifyRequest, owner: Address) -> Result<(), CeilingError> {
+    match verify(request) {
+        Ok(result) if result.owner == owner => Ok(()),
+        Ok(result) => Err(CeilingError(format!(
+            "verification recovered 0x{} instead of 0x{}",
+            hex::encode(result.owner),
+            hex::encode(owner)
+        ))),
+        Err(error) => Err(CeilingError(format!("verification failed: {error}"))),
+    }
+}
+
+/// [`measure`]'s figures as the report names them (all rates in SOCs per second
 /// on the one core, µs per BMT root).
 #[derive(Debug, Clone, Serialize)]
 pub struct PipelineFigures {
@@ -182,7 +193,7 @@ impl From<&Measurement> for PipelineFigures {
     }
 }
 
-/// Runs `bps_verify::measure` on the calling thread (pin it first: see
+/// Runs [`measure`] on the calling thread (pin it first: see
 /// [`measure_verify`]) with `size`-byte payloads, `duration` per path and `owners`
 /// publishers in the many-publisher shape; the rest is its default configuration.
 ///

@@ -83,10 +83,51 @@ pub fn measure_conns(
         .enumerate()
         .flat_map(|(cohort, plan)| (0..plan.subscribers.len()).map(move |member| (cohort, member)))
         .collect();
-    let threads = threads.max(1);
+    let started = Instant::now();
+    // Held open until the second reading: the streams are what is measured.
+    let results = join_all(target, plan, &members, threads.max(1), progress);
+    let joining = started.elapsed().as_secs_f64();
+    let streams_open: u64 = results.iter().map(|share| share.open.len() as u64).sum();
+    thread::sleep(SETTLE);
+    let rss_after_kib = broker_pid.and_then(rss_kib);
+    let rss_per_stream_bytes = match (rss_before_kib, rss_after_kib) {
+        (Some(before), Some(after)) if streams_open > 0 => {
+            Some(((after as f64 - before as f64) * 1024.0 / streams_open as f64).round())
+        }
+        _ => None,
+    };
+    ConnsFigures {
+        streams_requested: members.len() as u64,
+        streams_open,
+        streams_refused: results.iter().map(|share| share.refused).sum(),
+        streams_failed: results.iter().map(|share| share.failed).sum(),
+        joins_per_s: (streams_open as f64 / joining.max(1e-9)).round(),
+        rss_before_kib,
+        rss_after_kib,
+        rss_per_stream_bytes,
+        open_files_limit,
+    }
+}
+
+/// One joining thread's streams: the open ones, and how many Joins were refused or failed.
+struct JoinedShare {
+    open: Vec<TcpStream>,
+    refused: u64,
+    failed: u64,
+}
+
+/// Joins every `(cohort, member)` of `members`, dealt round robin over `threads` joining
+/// threads, with the progress line meanwhile.
+fn join_all(
+    target: &str,
+    plan: &Plan,
+    members: &[(usize, usize)],
+    threads: usize,
+    progress: ProgressMode,
+) -> Vec<JoinedShare> {
     let counts = JoinCounts::default();
     let started = Instant::now();
-    let results: Vec<(Vec<TcpStream>, u64, u64)> = thread::scope(|scope| {
+    thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|worker| {
                 let mine: Vec<(usize, usize)> = members
@@ -96,29 +137,7 @@ pub fn measure_conns(
                     .step_by(threads)
                     .collect();
                 let counts = &counts;
-                scope.spawn(move || {
-                    let mut open = Vec::with_capacity(mine.len());
-                    let (mut refused, mut failed) = (0u64, 0u64);
-                    for (cohort, member) in mine {
-                        let cohort = &plan.cohorts[cohort];
-                        let addr = cohort.subscribers[member];
-                        match Session::join(target, &cohort.spec, &addr, SessionConfig::default()) {
-                            Ok(JoinOutcome::Joined(session)) => {
-                                open.push(session.into_parts().0);
-                                counts.open.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Ok(JoinOutcome::Refused(Status::Full | Status::Rejected)) => {
-                                refused += 1;
-                                counts.refused.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Ok(JoinOutcome::Refused(_)) | Err(_) => {
-                                failed += 1;
-                                counts.failed.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    }
-                    (open, refused, failed)
-                })
+                scope.spawn(move || join_share(target, plan, mine, counts))
             })
             .collect();
         let requested = members.len() as u64;
@@ -148,26 +167,38 @@ pub fn measure_conns(
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             })
             .collect()
-    });
-    let joining = started.elapsed().as_secs_f64();
-    let streams_open: u64 = results.iter().map(|(open, _, _)| open.len() as u64).sum();
-    thread::sleep(SETTLE);
-    let rss_after_kib = broker_pid.and_then(rss_kib);
-    let rss_per_stream_bytes = match (rss_before_kib, rss_after_kib) {
-        (Some(before), Some(after)) if streams_open > 0 => {
-            Some(((after as f64 - before as f64) * 1024.0 / streams_open as f64).round())
-        }
-        _ => None,
+    })
+}
+
+/// One joining thread: joins its `(cohort, member)` pairs one after another.
+fn join_share(
+    target: &str,
+    plan: &Plan,
+    mine: Vec<(usize, usize)>,
+    counts: &JoinCounts,
+) -> JoinedShare {
+    let mut share = JoinedShare {
+        open: Vec::with_capacity(mine.len()),
+        refused: 0,
+        failed: 0,
     };
-    ConnsFigures {
-        streams_requested: members.len() as u64,
-        streams_open,
-        streams_refused: results.iter().map(|(_, refused, _)| refused).sum(),
-        streams_failed: results.iter().map(|(_, _, failed)| failed).sum(),
-        joins_per_s: (streams_open as f64 / joining.max(1e-9)).round(),
-        rss_before_kib,
-        rss_after_kib,
-        rss_per_stream_bytes,
-        open_files_limit,
+    for (cohort, member) in mine {
+        let cohort = &plan.cohorts[cohort];
+        let addr = cohort.subscribers[member];
+        match Session::join(target, &cohort.spec, &addr, SessionConfig::default()) {
+            Ok(JoinOutcome::Joined(session)) => {
+                share.open.push(session.into_parts().0);
+                counts.open.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(JoinOutcome::Refused(Status::Full | Status::Rejected)) => {
+                share.refused += 1;
+                counts.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(JoinOutcome::Refused(_)) | Err(_) => {
+                share.failed += 1;
+                counts.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
+    share
 }

@@ -136,33 +136,7 @@ pub fn join(
             (buf, Some(Framing::new(FRAME_BYTES_MAX_DEFAULT)))
         }
     };
-    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
-    let body = loop {
-        if let Some(body) = buffered_frame(&mut stream, &mut buf, framing.as_mut())? {
-            break body;
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(JoinError::Failed(format!(
-                "no Ack within {} ms",
-                HANDSHAKE_TIMEOUT.as_millis()
-            )));
-        }
-        stream.set_read_timeout(Some(remaining)).map_err(failed)?;
-        let mut chunk = [0u8; ACK_READ_BYTES];
-        match stream.read(&mut chunk) {
-            Ok(0) => return Err(JoinError::Failed("the broker closed the stream".to_owned())),
-            Ok(read) => buf.extend_from_slice(&chunk[..read]),
-            Err(error)
-                if matches!(
-                    error.kind(),
-                    io::ErrorKind::Interrupted
-                        | io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                ) => {}
-            Err(error) => return Err(failed(error)),
-        }
-    };
+    let body = read_ack(&mut stream, &mut buf, framing.as_mut(), &failed)?;
     stream.set_read_timeout(None).map_err(failed)?;
     let ack = decode_ack(body).map_err(|error| JoinError::Failed(format!("bad Ack: {error}")))?;
     match Status::try_from(ack.status) {
@@ -190,6 +164,42 @@ pub fn join(
         }
         Ok(Status::Unspecified) | Err(_) => {
             Err(JoinError::Failed(format!("bad Ack: status {}", ack.status)))
+        }
+    }
+}
+
+/// The Ack's frame body, read within [`HANDSHAKE_TIMEOUT`]; what follows it stays in `buf`.
+fn read_ack(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    mut framing: Option<&mut Framing>,
+    failed: &dyn Fn(io::Error) -> JoinError,
+) -> Result<Bytes, JoinError> {
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    loop {
+        if let Some(body) = buffered_frame(stream, buf, framing.as_deref_mut())? {
+            return Ok(body);
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(JoinError::Failed(format!(
+                "no Ack within {} ms",
+                HANDSHAKE_TIMEOUT.as_millis()
+            )));
+        }
+        stream.set_read_timeout(Some(remaining)).map_err(failed)?;
+        let mut chunk = [0u8; ACK_READ_BYTES];
+        match stream.read(&mut chunk) {
+            Ok(0) => return Err(JoinError::Failed("the broker closed the stream".to_owned())),
+            Ok(read) => buf.extend_from_slice(&chunk[..read]),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::Interrupted
+                        | io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                ) => {}
+            Err(error) => return Err(failed(error)),
         }
     }
 }

@@ -26,7 +26,8 @@
 //! - [`run`]: the timeline of `pubsub`, `pub`, `sub` and `nats`;
 //! - [`nats`]: the NATS handshake for side-by-side runs;
 //! - [`conns`]: idle streams and broker memory per stream;
-//! - [`ceiling`]: the single-core verification ceiling;
+//! - [`ceiling`]: the single-core verification ceiling, on [`verify_measure`]'s harness
+//!   (the old path against the verification pool's, timed on the calling thread);
 //! - [`sink`]: a bare relay, to measure the generator's own ceiling.
 //!
 //! Never: broker internals. Like any client, the generator speaks to a broker only through
@@ -58,6 +59,7 @@ pub mod sink;
 pub mod slo;
 pub mod stamp;
 pub mod thread_cpu;
+pub mod verify_measure;
 pub mod websocket;
 
 /// Exit code: the run completed and met its objectives (if any).

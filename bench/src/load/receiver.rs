@@ -399,16 +399,7 @@ pub fn run(
     cpu: Option<usize>,
 ) -> io::Result<Totals> {
     let mut meter = CpuMeter::start(shared.measure_from_ns, shared.measure_to_ns);
-    let mut poller = Poller::new()?;
-    let mut counting = Poller::new()?;
-    for (token, endpoint) in endpoints.iter().enumerate() {
-        let set = if endpoint.counts() {
-            &counting
-        } else {
-            &poller
-        };
-        set.add(endpoint.stream.as_raw_fd(), token as u64, Interest::Read)?;
-    }
+    let (mut poller, mut counting) = register(&endpoints)?;
     let mut totals = Totals {
         cohort_deliveries: vec![0; shared.cohort_subscribers.len()],
         ..Totals::default()
@@ -437,7 +428,34 @@ pub fn run(
         }
         flush(shared, &totals, &mut flushed);
     }
-    for endpoint in &endpoints {
+    tally_endpoints(&endpoints, &mut totals);
+    flush(shared, &totals, &mut flushed);
+    totals
+        .threads
+        .push(meter.finish("receive", index, cpu, endpoints.len()));
+    Ok(totals)
+}
+
+/// Registers each endpoint, by its index, with the poller that waits on it: the
+/// reading streams' (waited on every step) or the counting streams' (harvested).
+fn register(endpoints: &[Endpoint]) -> io::Result<(Poller, Poller)> {
+    let poller = Poller::new()?;
+    let counting = Poller::new()?;
+    for (token, endpoint) in endpoints.iter().enumerate() {
+        let set = if endpoint.counts() {
+            &counting
+        } else {
+            &poller
+        };
+        set.add(endpoint.stream.as_raw_fd(), token as u64, Interest::Read)?;
+    }
+    Ok((poller, counting))
+}
+
+/// At the end of the run: each open reading stream's span of measured sequences (what
+/// `sub` mode estimates loss from) and each counting stream's tally.
+fn tally_endpoints(endpoints: &[Endpoint], totals: &mut Totals) {
+    for endpoint in endpoints {
         match &endpoint.reader {
             Reader::Frames(frames) if endpoint.open => {
                 for track in &frames.state.tracks {
@@ -467,11 +485,6 @@ pub fn run(
             }
         }
     }
-    flush(shared, &totals, &mut flushed);
-    totals
-        .threads
-        .push(meter.finish("receive", index, cpu, endpoints.len()));
-    Ok(totals)
 }
 
 /// Reads every endpoint `ready` names from `set` (closing deregisters it: the stream stays
@@ -764,31 +777,12 @@ impl Frames {
             let payload = &available[frame.header_bytes..total];
             match frame.opcode {
                 Opcode::Binary => {
-                    let header = match peek_frame(payload, FRAME_BYTES_MAX_DEFAULT) {
-                        Ok(Some(header)) if header.total_bytes() == payload.len() => header,
-                        Ok(_) => {
-                            return Err(format!(
-                                "a {}-byte WebSocket message that is not exactly one BPS frame",
-                                payload.len()
-                            ));
-                        }
-                        Err(error) => return Err(format!("bad frame from the broker: {error}")),
-                    };
-                    let body = &payload[header.prefix_bytes..];
+                    let body = bps_body(payload)?;
                     self.state.on_bps(body, total as u64, now, shared, totals);
                 }
                 Opcode::Ping => pongs.extend_from_slice(&pong(payload)),
                 Opcode::Pong => {}
-                Opcode::Close => {
-                    let code = payload
-                        .first_chunk::<2>()
-                        .map(|code| u16::from_be_bytes(*code));
-                    let reason = String::from_utf8_lossy(payload.get(2..).unwrap_or_default());
-                    return Err(format!(
-                        "the broker closed a WebSocket session: {} {reason}",
-                        code.map_or("without a code".to_owned(), |code| code.to_string())
-                    ));
-                }
+                Opcode::Close => return Err(close_error(payload)),
                 Opcode::Text | Opcode::Continuation => {
                     return Err(format!(
                         "a {:?} message on the native endpoint",
@@ -871,78 +865,23 @@ impl SubState {
         shared: &Shared,
         totals: &mut Totals,
     ) {
-        match &mut self.check {
-            FrameCheck::Verify(subscriber) => {
-                match subscriber.on_frame(Bytes::copy_from_slice(body)) {
-                    Event::Data { payload, index, .. } => {
-                        let stamp = match Stamp::decode(&payload) {
-                            Ok(stamp) => stamp,
-                            Err(error) => return totals.fail(|| error.to_string()),
-                        };
-                        let expected = shared
-                            .publishers
-                            .get(stamp.publisher as usize)
-                            .and_then(|publisher| publisher.base_index)
-                            .map(|base| base.wrapping_add(stamp.sequence));
-                        if expected.is_some_and(|expected| expected != index) {
-                            return totals.fail(|| {
-                                format!(
-                                    "DATA index {index} does not carry sequence {}",
-                                    stamp.sequence
-                                )
-                            });
-                        }
-                        self.account(stamp, payload.len() as u64, wire_bytes, now, shared, totals);
-                    }
-                    Event::Dropped { reason } => {
-                        totals.fail(|| format!("verification failed: {reason}"))
-                    }
-                    other => totals.fail(|| format!("unexpected delivery: {other:?}")),
+        let checked = match &mut self.check {
+            FrameCheck::Verify(subscriber) => verified(
+                subscriber.on_frame(Bytes::copy_from_slice(body)),
+                shared,
+                totals,
+            ),
+            FrameCheck::Bytes => compared(body, shared, totals),
+            FrameCheck::Stamp => {
+                match broadcast_payload(body) {
+                    Ok(payload) => self.on_payload(payload, wire_bytes, now, shared, totals),
+                    Err(error) => totals.fail(|| error.to_string()),
                 }
+                return;
             }
-            FrameCheck::Bytes => {
-                let payload = match broadcast_payload(body) {
-                    Ok(payload) => payload,
-                    Err(error) => return totals.fail(|| error.to_string()),
-                };
-                let stamp = match Stamp::decode(payload) {
-                    Ok(stamp) => stamp,
-                    Err(error) => return totals.fail(|| error.to_string()),
-                };
-                let published =
-                    shared
-                        .publishers
-                        .get(stamp.publisher as usize)
-                        .and_then(|publisher| {
-                            publisher.frames.get(usize::try_from(stamp.sequence).ok()?)
-                        });
-                match published {
-                    Some(frame)
-                        if frame.len() >= body.len()
-                            && frame[frame.len() - body.len()..] == *body => {}
-                    Some(_) => {
-                        return totals.fail(|| {
-                            format!(
-                                "delivery of publisher {} sequence {} differs from the published frame",
-                                stamp.publisher, stamp.sequence
-                            )
-                        });
-                    }
-                    None => {
-                        return totals.fail(|| {
-                            format!(
-                                "delivery names publisher {} sequence {}, which was never published",
-                                stamp.publisher, stamp.sequence
-                            )
-                        });
-                    }
-                }
-                self.account(stamp, payload.len() as u64, wire_bytes, now, shared, totals);
-            }
-            FrameCheck::Stamp => match broadcast_payload(body) {
-                Ok(payload) => self.on_payload(payload, wire_bytes, now, shared, totals),
-                Err(error) => totals.fail(|| error.to_string()),
-            },
+        };
+        if let Some((stamp, payload_bytes)) = checked {
+            self.account(stamp, payload_bytes, wire_bytes, now, shared, totals);
         }
     }
 
@@ -1011,6 +950,118 @@ impl SubState {
             );
         }
     }
+}
+
+/// A verifying subscriber's delivery: its stamp and payload bytes when it verified and
+/// its DATA index carries the stamp's sequence; otherwise the failure is counted.
+fn verified(event: Event, shared: &Shared, totals: &mut Totals) -> Option<(Stamp, u64)> {
+    match event {
+        Event::Data { payload, index, .. } => {
+            let stamp = match Stamp::decode(&payload) {
+                Ok(stamp) => stamp,
+                Err(error) => {
+                    totals.fail(|| error.to_string());
+                    return None;
+                }
+            };
+            let expected = shared
+                .publishers
+                .get(stamp.publisher as usize)
+                .and_then(|publisher| publisher.base_index)
+                .map(|base| base.wrapping_add(stamp.sequence));
+            if expected.is_some_and(|expected| expected != index) {
+                totals.fail(|| {
+                    format!(
+                        "DATA index {index} does not carry sequence {}",
+                        stamp.sequence
+                    )
+                });
+                return None;
+            }
+            Some((stamp, payload.len() as u64))
+        }
+        Event::Dropped { reason } => {
+            totals.fail(|| format!("verification failed: {reason}"));
+            None
+        }
+        other => {
+            totals.fail(|| format!("unexpected delivery: {other:?}"));
+            None
+        }
+    }
+}
+
+/// A byte-checking subscriber's delivery: its stamp and payload bytes when it is the
+/// published frame byte for byte; otherwise the failure is counted.
+fn compared(body: &[u8], shared: &Shared, totals: &mut Totals) -> Option<(Stamp, u64)> {
+    let decoded = broadcast_payload(body)
+        .map_err(|error| error.to_string())
+        .and_then(|payload| {
+            Stamp::decode(payload)
+                .map(|stamp| (stamp, payload.len() as u64))
+                .map_err(|error| error.to_string())
+        });
+    let (stamp, payload_bytes) = match decoded {
+        Ok(decoded) => decoded,
+        Err(error) => {
+            totals.fail(|| error);
+            return None;
+        }
+    };
+    let published = shared
+        .publishers
+        .get(stamp.publisher as usize)
+        .and_then(|publisher| publisher.frames.get(usize::try_from(stamp.sequence).ok()?));
+    match published {
+        Some(frame) if frame.len() >= body.len() && frame[frame.len() - body.len()..] == *body => {
+            Some((stamp, payload_bytes))
+        }
+        Some(_) => {
+            totals.fail(|| {
+                format!(
+                    "delivery of publisher {} sequence {} differs from the published frame",
+                    stamp.publisher, stamp.sequence
+                )
+            });
+            None
+        }
+        None => {
+            totals.fail(|| {
+                format!(
+                    "delivery names publisher {} sequence {}, which was never published",
+                    stamp.publisher, stamp.sequence
+                )
+            });
+            None
+        }
+    }
+}
+
+/// The BPS frame body inside one binary WebSocket message, which must hold exactly one
+/// frame.
+fn bps_body(payload: &[u8]) -> Result<&[u8], String> {
+    match peek_frame(payload, FRAME_BYTES_MAX_DEFAULT) {
+        Ok(Some(header)) if header.total_bytes() == payload.len() => {
+            Ok(&payload[header.prefix_bytes..])
+        }
+        Ok(_) => Err(format!(
+            "a {}-byte WebSocket message that is not exactly one BPS frame",
+            payload.len()
+        )),
+        Err(error) => Err(format!("bad frame from the broker: {error}")),
+    }
+}
+
+/// What a Close from the broker said: its code and reason.
+fn close_error(payload: &[u8]) -> String {
+    let code = payload
+        .first_chunk::<2>()
+        .map(|code| u16::from_be_bytes(*code));
+    let reason = String::from_utf8_lossy(payload.get(2..).unwrap_or_default());
+    format!(
+        "the broker closed a WebSocket session: {} {reason}",
+        code.map_or("without a code".to_owned(), |code| code.to_string())
+    )
 }
 
 #[cfg(test)]

@@ -340,7 +340,31 @@ impl Report {
     /// The final human summary.
     pub fn summary(&self) -> String {
         let mut text = String::new();
-        let mib = |bytes: f64| bytes / (1024.0 * 1024.0);
+        self.write_headline(&mut text);
+        if self.publishers + self.subscribers > 0 {
+            self.write_traffic(&mut text);
+            self.write_checks(&mut text);
+            self.write_generator(&mut text);
+        }
+        for (name, value) in &self.figures {
+            let _ = writeln!(text, "  {name}: {value}");
+        }
+        if let Some(error) = &self.first_error {
+            let _ = writeln!(text, "  first error: {error}");
+        }
+        if let Some(slo) = &self.slo {
+            if slo.passed {
+                let _ = writeln!(text, "  SLO met");
+            }
+            for miss in &slo.misses {
+                let _ = writeln!(text, "  {miss}");
+            }
+        }
+        text
+    }
+
+    /// The summary's first line: mode, target, shape and loop.
+    fn write_headline(&self, text: &mut String) {
         let _ = writeln!(
             text,
             "bps-bench {} {} over {} ({}): {} cohort(s) x {} publisher(s), {} subscriber(s), {} B payload, {} s measured{}",
@@ -359,109 +383,105 @@ impl Report {
                 ", open loop"
             }
         );
-        if self.publishers + self.subscribers > 0 {
-            let ratio = if self.expected > 0 {
-                self.delivered as f64 / self.expected as f64
+    }
+
+    /// Rates in and out, what was delivered of what was expected, and the latency.
+    fn write_traffic(&self, text: &mut String) {
+        let mib = |bytes: f64| bytes / (1024.0 * 1024.0);
+        let ratio = if self.expected > 0 {
+            self.delivered as f64 / self.expected as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            text,
+            "  in  {:>12.0} msg/s (offered {:.0})    out {:>12.0} msg/s    {:>9.1} MiB/s payload ({:.1} MiB/s wire)",
+            self.publications_per_s,
+            self.offered_per_s,
+            self.deliveries_per_s,
+            mib(self.delivered_bytes_per_s),
+            mib(self.delivered_wire_bytes_per_s)
+        );
+        let _ = writeln!(
+            text,
+            "  delivered {}/{} ({:.6}), loss {:.6}, reordered {}, invalid {}, resets {}",
+            self.delivered,
+            self.expected,
+            ratio,
+            self.loss,
+            self.reordered,
+            self.invalid,
+            self.subscriber_resets
+        );
+        let latency = &self.latency_us;
+        let _ = writeln!(
+            text,
+            "  latency us: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} samples)",
+            latency.p50, latency.p90, latency.p99, latency.p999, latency.max, latency.count
+        );
+    }
+
+    /// Who checked how, and the counting streams' tally when there are any.
+    fn write_checks(&self, text: &mut String) {
+        let verification = &self.verification;
+        let _ = writeln!(
+            text,
+            "  checks: {} verifying end to end, {} byte-for-byte, {} stamp only, {} counted only \
+             (+{} publisher streams; verify fraction {}, check fraction {}, check min {})",
+            verification.verifying_subscribers,
+            verification.byte_checked_subscribers,
+            verification.stamp_only_subscribers,
+            verification.counted_only_subscribers,
+            verification.counted_publisher_streams,
+            verification.fraction,
+            verification.check_fraction,
+            verification.check_min
+        );
+        let counted = &verification.counted;
+        if counted.expected_frames > 0 || verification.counted_only_subscribers > 0 {
+            let _ = writeln!(
+                text,
+                "  counted: {}/{} frames, {} short stream(s), {} reset",
+                counted.received_frames,
+                counted.expected_frames,
+                counted.short_streams,
+                counted.reset_streams
+            );
+        }
+    }
+
+    /// What the generator itself did: its cores, threads, send lag and presigning.
+    fn write_generator(&self, text: &mut String) {
+        let generator = &self.generator;
+        let lag = &generator.send_lag_us;
+        let receive_busy = generator
+            .receive_window_busy_cores_max
+            .map_or_else(|| "-".to_owned(), |busy| format!("{busy:.2}"));
+        let _ = writeln!(
+            text,
+            "  generator: {:.2} cores busy, {} receiving thread(s) (busiest {receive_busy} cores in the window), \
+             {} sending; send lag us p50 {} p99 {} max {}{}, \
+             backlog {}, presigned {} in {:.2} s{}",
+            generator.cpu_cores_used,
+            generator.threads,
+            generator.send_threads,
+            lag.p50,
+            lag.p99,
+            lag.max,
+            if generator.senders_realtime {
+                " (real-time)"
             } else {
-                0.0
-            };
-            let _ = writeln!(
-                text,
-                "  in  {:>12.0} msg/s (offered {:.0})    out {:>12.0} msg/s    {:>9.1} MiB/s payload ({:.1} MiB/s wire)",
-                self.publications_per_s,
-                self.offered_per_s,
-                self.deliveries_per_s,
-                mib(self.delivered_bytes_per_s),
-                mib(self.delivered_wire_bytes_per_s)
-            );
-            let _ = writeln!(
-                text,
-                "  delivered {}/{} ({:.6}), loss {:.6}, reordered {}, invalid {}, resets {}",
-                self.delivered,
-                self.expected,
-                ratio,
-                self.loss,
-                self.reordered,
-                self.invalid,
-                self.subscriber_resets
-            );
-            let latency = &self.latency_us;
-            let _ = writeln!(
-                text,
-                "  latency us: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} samples)",
-                latency.p50, latency.p90, latency.p99, latency.p999, latency.max, latency.count
-            );
-            let verification = &self.verification;
-            let _ = writeln!(
-                text,
-                "  checks: {} verifying end to end, {} byte-for-byte, {} stamp only, {} counted only \
-                 (+{} publisher streams; verify fraction {}, check fraction {}, check min {})",
-                verification.verifying_subscribers,
-                verification.byte_checked_subscribers,
-                verification.stamp_only_subscribers,
-                verification.counted_only_subscribers,
-                verification.counted_publisher_streams,
-                verification.fraction,
-                verification.check_fraction,
-                verification.check_min
-            );
-            let counted = &verification.counted;
-            if counted.expected_frames > 0 || verification.counted_only_subscribers > 0 {
-                let _ = writeln!(
-                    text,
-                    "  counted: {}/{} frames, {} short stream(s), {} reset",
-                    counted.received_frames,
-                    counted.expected_frames,
-                    counted.short_streams,
-                    counted.reset_streams
-                );
+                ""
+            },
+            generator.send_backlog,
+            generator.presigned,
+            generator.presign_s,
+            if generator.presign_exhausted {
+                " (EXHAUSTED)"
+            } else {
+                ""
             }
-            let lag = &self.generator.send_lag_us;
-            let receive_busy = self
-                .generator
-                .receive_window_busy_cores_max
-                .map_or_else(|| "-".to_owned(), |busy| format!("{busy:.2}"));
-            let _ = writeln!(
-                text,
-                "  generator: {:.2} cores busy, {} receiving thread(s) (busiest {receive_busy} cores in the window), \
-                 {} sending; send lag us p50 {} p99 {} max {}{}, \
-                 backlog {}, presigned {} in {:.2} s{}",
-                self.generator.cpu_cores_used,
-                self.generator.threads,
-                self.generator.send_threads,
-                lag.p50,
-                lag.p99,
-                lag.max,
-                if self.generator.senders_realtime {
-                    " (real-time)"
-                } else {
-                    ""
-                },
-                self.generator.send_backlog,
-                self.generator.presigned,
-                self.generator.presign_s,
-                if self.generator.presign_exhausted {
-                    " (EXHAUSTED)"
-                } else {
-                    ""
-                }
-            );
-        }
-        for (name, value) in &self.figures {
-            let _ = writeln!(text, "  {name}: {value}");
-        }
-        if let Some(error) = &self.first_error {
-            let _ = writeln!(text, "  first error: {error}");
-        }
-        if let Some(slo) = &self.slo {
-            if slo.passed {
-                let _ = writeln!(text, "  SLO met");
-            }
-            for miss in &slo.misses {
-                let _ = writeln!(text, "  {miss}");
-            }
-        }
-        text
+        );
     }
 }
 

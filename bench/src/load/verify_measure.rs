@@ -14,7 +14,7 @@
 //! the owners take turns chunk by chunk, as in a busy group chat). Figures:
 //!
 //! - `naive_socs_per_s` / `many_naive_socs_per_s`: the old path, bee's `soc.Valid` by
-//!   recovery with the scalar BMT ([`crate::validate_soc_at_with`] and
+//!   recovery with the scalar BMT ([`bps_verify::validate_soc_at_with`] and
 //!   [`Lanes::Scalar`]), one chunk after another on the calling thread, on each shape.
 //! - `pipeline_socs_per_s` / `many_pipeline_socs_per_s`: the pool's real path: a
 //!   one-worker [`Pool`] fed by the calling thread, which keeps the queue full:
@@ -36,17 +36,15 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use crossbeam::channel::{self, Receiver};
+use std::sync::mpsc::{self as channel, Receiver};
 
-use crate::bmt::{CHUNK_SIZE, Lanes, bmt_root_with};
-use crate::job::{Expect, VerifyRequest};
-use crate::pool::{Done, Pool, PoolConfig};
-use crate::publish::sign_soc;
-use crate::signer::SigningKey;
-use crate::soc::validate_soc_at_with;
-use crate::verifier::Verifier;
-use crate::wire::{Address, Hash, keccak256, soc_address};
+use bps_proto::{Address, Hash, keccak256, soc_address};
+use bps_verify::pool::{Done, Pool, PoolConfig};
+use bps_verify::{
+    CHUNK_SIZE, Expect, Lanes, SigningKey, Verifier, VerifyRequest, bmt_root_with, sign_soc,
+    validate_soc_at_with,
+};
+use bytes::Bytes;
 
 /// What to measure and for how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,13 +192,7 @@ pub fn measure(config: &MeasureConfig) -> Measurement {
         "payload of {} bytes exceeds the chunk size {CHUNK_SIZE}",
         config.payload_bytes
     );
-    let keys: Vec<SigningKey> = (0..config.owners)
-        .map(|index| {
-            let seed = [b"bps-verify measure key".as_slice(), &index.to_be_bytes()].concat();
-            SigningKey::from_bytes(&keccak256(&seed))
-                .expect("a keccak digest below the group order is a valid key")
-        })
-        .collect();
+    let keys = owner_keys(config.owners);
     let single = Shape::signed(&keys[..1], config.chunks, config.payload_bytes);
     let many = Shape::signed(&keys, config.chunks, config.payload_bytes);
     let duration = Duration::from_millis(config.duration_ms);
@@ -210,19 +202,7 @@ pub fn measure(config: &MeasureConfig) -> Measurement {
     };
 
     let naive_socs_per_s = timed(&mut |time| run_naive(&single.chunks, time));
-    let (sender, finished) = channel::unbounded::<(usize, usize)>();
-    let pool = Pool::start(
-        PoolConfig {
-            workers: 1,
-            ..config.pool
-        },
-        |_| {},
-        move |batch: Vec<Done<usize>>| {
-            let rejected = batch.iter().filter(|done| done.result.is_err()).count();
-            // The measuring thread may have stopped listening; then the count is moot.
-            let _ = sender.send((batch.len(), rejected));
-        },
-    );
+    let (pool, finished) = start_pool(config.pool);
     run_pipeline(&pool, &single.requests, &finished, duration / 5);
     let (pipeline_socs_per_s, pipeline_batch_jobs_mean) =
         run_pipeline(&pool, &single.requests, &finished, duration);
@@ -241,17 +221,13 @@ pub fn measure(config: &MeasureConfig) -> Measurement {
         run_pipeline(&pool, &many.requests, &finished, duration);
     drop(pool);
 
-    let full_payload = payload_of(0, config.payload_bytes);
     let lanes = Lanes::fastest();
+    let (bmt_scalar_us, bmt_multilane_us) = bmt_timings(config, lanes);
     Measurement {
         naive_socs_per_s,
         pipeline_socs_per_s,
-        bmt_scalar_us: median_us(config.bmt_samples, || {
-            black_box(bmt_root_with(Lanes::Scalar, black_box(&full_payload)));
-        }),
-        bmt_multilane_us: median_us(config.bmt_samples, || {
-            black_box(bmt_root_with(lanes, black_box(&full_payload)));
-        }),
+        bmt_scalar_us,
+        bmt_multilane_us,
         lanes,
         pipeline_batch_jobs_mean,
         owners: config.owners,
@@ -261,6 +237,49 @@ pub fn measure(config: &MeasureConfig) -> Measurement {
         many_pipeline_socs_per_s,
         many_pipeline_batch_jobs_mean,
     }
+}
+
+/// The pipeline's one-worker pool, and where each finished batch's size and rejections
+/// arrive.
+fn start_pool(config: PoolConfig) -> (Pool<usize>, Receiver<(usize, usize)>) {
+    let (sender, finished) = channel::channel::<(usize, usize)>();
+    let pool = Pool::start(
+        PoolConfig {
+            workers: 1,
+            ..config
+        },
+        |_| {},
+        move |batch: Vec<Done<usize>>| {
+            let rejected = batch.iter().filter(|done| done.result.is_err()).count();
+            // The measuring thread may have stopped listening; then the count is moot.
+            let _ = sender.send((batch.len(), rejected));
+        },
+    );
+    (pool, finished)
+}
+
+/// The many-publisher shape's `owners` signing keys, derived from their index (the first
+/// one is the single-publisher shape's).
+fn owner_keys(owners: usize) -> Vec<SigningKey> {
+    (0..owners)
+        .map(|index| {
+            let seed = [b"bps-verify measure key".as_slice(), &index.to_be_bytes()].concat();
+            SigningKey::from_bytes(&keccak256(&seed))
+                .expect("a keccak digest below the group order is a valid key")
+        })
+        .collect()
+}
+
+/// Median µs of one BMT root of a full payload, scalar keccak and then `lanes`.
+fn bmt_timings(config: &MeasureConfig, lanes: Lanes) -> (f64, f64) {
+    let full_payload = payload_of(0, config.payload_bytes);
+    let scalar = median_us(config.bmt_samples, || {
+        black_box(bmt_root_with(Lanes::Scalar, black_box(&full_payload)));
+    });
+    let multilane = median_us(config.bmt_samples, || {
+        black_box(bmt_root_with(lanes, black_box(&full_payload)));
+    });
+    (scalar, multilane)
 }
 
 /// The shape's requests cut into batches of `batch_jobs`, each batch split into one call
