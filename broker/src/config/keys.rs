@@ -45,7 +45,7 @@ pub struct Key {
     /// The key within its section (`cohorts_max`).
     pub name: &'static str,
     /// The value when no source sets it.
-    pub default: Default,
+    pub default: DefaultValue,
     /// What one unit of the value is.
     pub unit: Unit,
     /// The values a single key may take (rules between keys are in `rules`).
@@ -62,7 +62,7 @@ pub struct Key {
 
 /// A key's default.
 #[derive(Debug)]
-pub enum Default {
+pub enum DefaultValue {
     /// An integer.
     Int(i64),
     /// A string (addresses and enumerations are strings in TOML).
@@ -208,11 +208,11 @@ impl Key {
     #[must_use]
     pub fn default_value(&self) -> Value {
         match &self.default {
-            Default::Int(value) => Value::Integer(*value),
-            Default::Str(text) => Value::String((*text).to_owned()),
-            Default::Bool(value) => Value::Boolean(*value),
-            Default::List => Value::Array(Vec::new()),
-            Default::Core(read) => read(&ProtocolConfig::default()),
+            DefaultValue::Int(value) => Value::Integer(*value),
+            DefaultValue::Str(text) => Value::String((*text).to_owned()),
+            DefaultValue::Bool(value) => Value::Boolean(*value),
+            DefaultValue::List => Value::Array(Vec::new()),
+            DefaultValue::Core(read) => read(&ProtocolConfig::default()),
         }
     }
 }
@@ -271,7 +271,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "listen",
-        default: Default::Str("0.0.0.0:1637"),
+        default: DefaultValue::Str("0.0.0.0:1637"),
         unit: Unit::Address,
         bounds: Bounds::NONE,
         gate: None,
@@ -281,7 +281,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "admin_listen",
-        default: Default::Str("127.0.0.1:1638"),
+        default: DefaultValue::Str("127.0.0.1:1638"),
         unit: Unit::Address,
         bounds: Bounds::NONE,
         gate: None,
@@ -291,7 +291,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "cores",
-        default: Default::Int(0),
+        default: DefaultValue::Int(0),
         unit: Unit::Count,
         bounds: Bounds::at_most(
             CORES_MAX as i64,
@@ -304,7 +304,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "io_uring",
-        default: Default::Str("prefer"),
+        default: DefaultValue::Str("prefer"),
         unit: Unit::Text,
         bounds: Bounds::NONE,
         gate: None,
@@ -314,7 +314,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "drain_deadline_ms",
-        default: Default::Int(10000),
+        default: DefaultValue::Int(10000),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -324,7 +324,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "join_deadline_ms",
-        default: Default::Int(10000),
+        default: DefaultValue::Int(10000),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -334,7 +334,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "inbox_messages_max",
-        default: Default::Int(16384),
+        default: DefaultValue::Int(16384),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -344,7 +344,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "overflow_messages_max",
-        default: Default::Int(16384),
+        default: DefaultValue::Int(16384),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -354,7 +354,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "write_batch_frames_max",
-        default: Default::Int(64),
+        default: DefaultValue::Int(64),
         unit: Unit::Count,
         bounds: Bounds::range(
             1,
@@ -368,7 +368,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "write_coalesce_us",
-        default: Default::Int(1000),
+        default: DefaultValue::Int(1000),
         unit: Unit::Microseconds,
         bounds: Bounds::at_most(WRITE_COALESCE_US_MAX as i64, "microseconds of latency"),
         gate: None,
@@ -378,7 +378,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "nofile_per_stream",
-        default: Default::Int(1),
+        default: DefaultValue::Int(1),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -388,7 +388,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "tcp_keepalive_ms",
-        default: Default::Int(30000),
+        default: DefaultValue::Int(30000),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -398,7 +398,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "server",
         name: "tcp_user_timeout_ms",
-        default: Default::Int(60000),
+        default: DefaultValue::Int(60000),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -408,7 +408,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "streams_per_cohort_max",
-        default: Default::Core(|core| int(core.streams_per_cohort_max)),
+        default: DefaultValue::Core(|core| int(core.streams_per_cohort_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -418,7 +418,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "pending_streams_per_cohort_max",
-        default: Default::Core(|core| int(core.pending_streams_per_cohort_max)),
+        default: DefaultValue::Core(|core| int(core.pending_streams_per_cohort_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -428,7 +428,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "cohorts_max",
-        default: Default::Core(|core| int(core.cohorts_max)),
+        default: DefaultValue::Core(|core| int(core.cohorts_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -438,7 +438,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "cohorts_per_peer_max",
-        default: Default::Core(|core| int(core.cohorts_per_peer_max)),
+        default: DefaultValue::Core(|core| int(core.cohorts_per_peer_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -448,7 +448,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "cohorts_per_ipv6_prefix_max",
-        default: Default::Core(|core| int(core.cohorts_per_ipv6_prefix_max)),
+        default: DefaultValue::Core(|core| int(core.cohorts_per_ipv6_prefix_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -458,7 +458,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "ipv6_prefix_bits",
-        default: Default::Core(|core| int(core.ipv6_prefix_bits)),
+        default: DefaultValue::Core(|core| int(core.ipv6_prefix_bits)),
         unit: Unit::Bits,
         bounds: Bounds::range(
             IPV6_PREFIX_BITS_MIN,
@@ -472,7 +472,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "streams_per_peer_per_cohort_max",
-        default: Default::Core(|core| int(core.streams_per_peer_per_cohort_max)),
+        default: DefaultValue::Core(|core| int(core.streams_per_peer_per_cohort_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -482,7 +482,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "publisher_streams_per_address_max",
-        default: Default::Core(|core| int(core.publisher_streams_per_address_max)),
+        default: DefaultValue::Core(|core| int(core.publisher_streams_per_address_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -492,7 +492,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "outbound_queue_frames_max",
-        default: Default::Core(|core| int(core.outbound_queue_frames_max)),
+        default: DefaultValue::Core(|core| int(core.outbound_queue_frames_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(
             2,
@@ -505,7 +505,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "outbound_queue_bytes_max",
-        default: Default::Int(1048576),
+        default: DefaultValue::Int(1048576),
         unit: Unit::Bytes,
         bounds: Bounds::NONE,
         gate: None,
@@ -515,7 +515,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "dedup_window_entries",
-        default: Default::Core(|core| int(core.dedup_window_entries)),
+        default: DefaultValue::Core(|core| int(core.dedup_window_entries)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -525,7 +525,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "cursors_per_cohort_max",
-        default: Default::Core(|core| int(core.cursors_per_cohort_max)),
+        default: DefaultValue::Core(|core| int(core.cursors_per_cohort_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -535,7 +535,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "frame_bytes_max",
-        default: Default::Core(|core| int(core.frame_bytes_max)),
+        default: DefaultValue::Core(|core| int(core.frame_bytes_max)),
         unit: Unit::Bytes,
         bounds: Bounds::at_least(
             BROADCAST_FRAME_BYTES_MAX as i64,
@@ -548,7 +548,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "frames_in_flight_per_stream_max",
-        default: Default::Core(|core| int(core.frames_in_flight_per_stream_max)),
+        default: DefaultValue::Core(|core| int(core.frames_in_flight_per_stream_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -558,7 +558,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "blocklist_entries_max",
-        default: Default::Core(|core| int(core.blocklist_entries_max)),
+        default: DefaultValue::Core(|core| int(core.blocklist_entries_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -568,7 +568,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "history_frames_max",
-        default: Default::Core(|core| int(core.history_frames_max)),
+        default: DefaultValue::Core(|core| int(core.history_frames_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -578,7 +578,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "history_bytes_max",
-        default: Default::Int(0),
+        default: DefaultValue::Int(0),
         unit: Unit::Bytes,
         bounds: Bounds::NONE,
         gate: None,
@@ -588,7 +588,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "connections_max",
-        default: Default::Int(65536),
+        default: DefaultValue::Int(65536),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -598,7 +598,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "dropped_frames_per_stream_per_s_max",
-        default: Default::Core(|core| int(core.dropped_frames_per_stream_per_s_max)),
+        default: DefaultValue::Core(|core| int(core.dropped_frames_per_stream_per_s_max)),
         unit: Unit::PerSecond,
         bounds: Bounds::NONE,
         gate: None,
@@ -608,7 +608,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "prejoin_connections_per_peer_max",
-        default: Default::Core(|core| int(core.prejoin_connections_per_peer_max)),
+        default: DefaultValue::Core(|core| int(core.prejoin_connections_per_peer_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -618,7 +618,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "join_timeouts_per_peer_max",
-        default: Default::Core(|core| int(core.join_timeouts_per_peer_max)),
+        default: DefaultValue::Core(|core| int(core.join_timeouts_per_peer_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -628,7 +628,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "spectator_sessions_per_peer_max",
-        default: Default::Core(|core| int(core.spectator_sessions_per_peer_max)),
+        default: DefaultValue::Core(|core| int(core.spectator_sessions_per_peer_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -638,7 +638,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "spectator_sessions_per_peer_per_cohort_max",
-        default: Default::Core(|core| int(core.spectator_sessions_per_peer_per_cohort_max)),
+        default: DefaultValue::Core(|core| int(core.spectator_sessions_per_peer_per_cohort_max)),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -648,7 +648,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "spectator_slots_percent",
-        default: Default::Core(|core| int(core.spectator_slots_percent)),
+        default: DefaultValue::Core(|core| int(core.spectator_slots_percent)),
         unit: Unit::Percent,
         bounds: Bounds::range(1, 100, "percent of streams_per_cohort_max"),
         gate: None,
@@ -658,7 +658,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "cohort_series_max",
-        default: Default::Int(100),
+        default: DefaultValue::Int(100),
         unit: Unit::Count,
         bounds: Bounds::NONE,
         gate: None,
@@ -668,7 +668,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "memory_bytes_max",
-        default: Default::Int(0),
+        default: DefaultValue::Int(0),
         unit: Unit::Bytes,
         bounds: Bounds::NONE,
         gate: None,
@@ -678,7 +678,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "frame_memory_bytes_max",
-        default: Default::Int(536870912),
+        default: DefaultValue::Int(536870912),
         unit: Unit::Bytes,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -688,7 +688,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "limits",
         name: "frames_in_flight_per_core_max",
-        default: Default::Int(4096),
+        default: DefaultValue::Int(4096),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -698,7 +698,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "claim_deadline_ms",
-        default: Default::Core(|core| int(core.claim_deadline_ms)),
+        default: DefaultValue::Core(|core| int(core.claim_deadline_ms)),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -708,7 +708,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "inactivity_deadline_ms",
-        default: Default::Core(|core| int(core.inactivity_deadline_ms)),
+        default: DefaultValue::Core(|core| int(core.inactivity_deadline_ms)),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -718,7 +718,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "idle_cohort_reclaim_ms",
-        default: Default::Core(|core| int(core.idle_cohort_reclaim_ms)),
+        default: DefaultValue::Core(|core| int(core.idle_cohort_reclaim_ms)),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -728,7 +728,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "revocation_grace_ms",
-        default: Default::Core(|core| int(core.revocation_grace_ms)),
+        default: DefaultValue::Core(|core| int(core.revocation_grace_ms)),
         unit: Unit::Milliseconds,
         bounds: Bounds::NONE,
         gate: None,
@@ -738,7 +738,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "blocklist_violation_ms",
-        default: Default::Core(|core| int(core.blocklist_violation_ms)),
+        default: DefaultValue::Core(|core| int(core.blocklist_violation_ms)),
         unit: Unit::Milliseconds,
         bounds: Bounds::NONE,
         gate: None,
@@ -748,7 +748,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "blocklist_claim_timeout_ms",
-        default: Default::Core(|core| int(core.blocklist_claim_timeout_ms)),
+        default: DefaultValue::Core(|core| int(core.blocklist_claim_timeout_ms)),
         unit: Unit::Milliseconds,
         bounds: Bounds::NONE,
         gate: None,
@@ -758,7 +758,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "blocklist_join_timeout_ms",
-        default: Default::Core(|core| int(core.blocklist_join_timeout_ms)),
+        default: DefaultValue::Core(|core| int(core.blocklist_join_timeout_ms)),
         unit: Unit::Milliseconds,
         bounds: Bounds::NONE,
         gate: None,
@@ -768,7 +768,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "healthz_deadline_ms",
-        default: Default::Int(1000),
+        default: DefaultValue::Int(1000),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -778,7 +778,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "flush_deadline_ms",
-        default: Default::Int(5000),
+        default: DefaultValue::Int(5000),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -788,7 +788,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "timeouts",
         name: "write_progress_deadline_ms",
-        default: Default::Int(20000),
+        default: DefaultValue::Int(20000),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -798,7 +798,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "protocol",
         name: "history",
-        default: Default::Core(|core| Value::String(history_name(core.history))),
+        default: DefaultValue::Core(|core| Value::String(history_name(core.history))),
         unit: Unit::Text,
         bounds: Bounds::NONE,
         gate: None,
@@ -808,7 +808,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "verify",
         name: "mode",
-        default: Default::Str("pool"),
+        default: DefaultValue::Str("pool"),
         unit: Unit::Text,
         bounds: Bounds::NONE,
         gate: None,
@@ -818,7 +818,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "verify",
         name: "workers",
-        default: Default::Int(0),
+        default: DefaultValue::Int(0),
         unit: Unit::Count,
         bounds: Bounds::NONE,
         gate: None,
@@ -828,7 +828,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "verify",
         name: "queue_jobs_max",
-        default: Default::Int(0),
+        default: DefaultValue::Int(0),
         unit: Unit::Count,
         bounds: Bounds::NONE,
         gate: None,
@@ -838,7 +838,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "verify",
         name: "batch_jobs_max",
-        default: Default::Int(64),
+        default: DefaultValue::Int(64),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -848,7 +848,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "verify",
         name: "batch_wait_us",
-        default: Default::Int(200),
+        default: DefaultValue::Int(200),
         unit: Unit::Microseconds,
         bounds: Bounds::at_most(
             BATCH_WAIT_US_MAX as i64,
@@ -861,7 +861,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "verify",
         name: "key_cache_keys_max",
-        default: Default::Int(4096),
+        default: DefaultValue::Int(4096),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: None,
@@ -871,7 +871,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "log",
         name: "level",
-        default: Default::Str("info"),
+        default: DefaultValue::Str("info"),
         unit: Unit::Text,
         bounds: Bounds::NONE,
         gate: None,
@@ -881,7 +881,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "log",
         name: "format",
-        default: Default::Str("text"),
+        default: DefaultValue::Str("text"),
         unit: Unit::Text,
         bounds: Bounds::NONE,
         gate: None,
@@ -891,7 +891,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "log",
         name: "peer_lines_per_s_max",
-        default: Default::Int(20),
+        default: DefaultValue::Int(20),
         unit: Unit::PerSecond,
         bounds: Bounds::NONE,
         gate: None,
@@ -901,7 +901,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "ws",
         name: "enabled",
-        default: Default::Bool(true),
+        default: DefaultValue::Bool(true),
         unit: Unit::Text,
         bounds: Bounds::NONE,
         gate: None,
@@ -911,7 +911,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "ws",
         name: "listen",
-        default: Default::Str("0.0.0.0:1639"),
+        default: DefaultValue::Str("0.0.0.0:1639"),
         unit: Unit::Address,
         bounds: Bounds::NONE,
         gate: None,
@@ -921,7 +921,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "ws",
         name: "allowed_origins",
-        default: Default::List,
+        default: DefaultValue::List,
         unit: Unit::Text,
         bounds: Bounds::NONE,
         gate: None,
@@ -931,7 +931,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "ws",
         name: "trusted_proxies",
-        default: Default::List,
+        default: DefaultValue::List,
         unit: Unit::Text,
         bounds: Bounds::NONE,
         gate: None,
@@ -941,7 +941,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "ws",
         name: "ping_interval_ms",
-        default: Default::Int(30000),
+        default: DefaultValue::Int(30000),
         unit: Unit::Milliseconds,
         bounds: Bounds::at_least(1, ""),
         gate: Some("ws.enabled"),
@@ -951,7 +951,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "ws",
         name: "idle_deadline_ms",
-        default: Default::Int(90000),
+        default: DefaultValue::Int(90000),
         unit: Unit::Milliseconds,
         bounds: Bounds::NONE,
         gate: None,
@@ -961,7 +961,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "ws",
         name: "static_dir",
-        default: Default::Str(""),
+        default: DefaultValue::Str(""),
         unit: Unit::Text,
         bounds: Bounds::NONE,
         gate: None,
@@ -971,7 +971,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "ws",
         name: "service_posts_per_peer_per_s",
-        default: Default::Int(4),
+        default: DefaultValue::Int(4),
         unit: Unit::PerSecond,
         bounds: Bounds::range(1, SERVICE_POSTS_PER_PEER_PER_S_MAX as i64, ""),
         gate: Some("ws.enabled"),
