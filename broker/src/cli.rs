@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{ConfigSources, ServerConfig};
+use crate::config::{BrokerConfig, ConfigSources};
 use crate::top::{self, SortKey};
 
 /// The BPS broker: Broadcast Pub/Sub for Swarm over TCP.
@@ -63,7 +63,7 @@ pub enum Command {
 #[derive(Clone, Debug, Args)]
 pub struct TopArgs {
     /// The broker's admin address.
-    #[arg(long, value_name = "HOST:PORT", default_value_t = ServerConfig::default().admin_listen.to_string())]
+    #[arg(long, value_name = "HOST:PORT", default_value_t = BrokerConfig::default().server.admin_listen.to_string())]
     pub admin: String,
     /// Time between refreshes: seconds, or with ms or s (0.5, 500ms, 2s).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = top::parse_interval)]

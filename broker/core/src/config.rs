@@ -1,19 +1,14 @@
 //! The protocol's policy: every bound and duration the machine enforces.
 //!
-//! Owns: `ProtocolConfig` (one named field per bound, unit last, default from D10 or bee) and
-//! its validation, which reports every bad value with its key, the value and the expectation.
-//! Never does: read files, flags or the environment (the broker's config loader does that and
-//! hands the result here to validate).
-
-use std::fmt;
+//! Owns: `ProtocolConfig` (one named field per bound, unit last, default from D10 or bee), the
+//! plain limits the machine reads. Its defaults are the defaults of the broker's protocol keys
+//! (the broker's key table reads them from here); the bounds of every key and the rules
+//! between keys are the broker's key table's (bps-broker's `config::keys` and
+//! `config::rules`), which validate a configuration before it reaches a machine.
+//! Never does: read files, flags or the environment, or validate (the broker's config loader
+//! does both and hands the result here).
 
 use serde::{Deserialize, Serialize};
-
-use super::ids::IPV6_PEER_PREFIX_BITS;
-
-/// Shortest `ipv6_prefix_bits`: a /16 already spans many operators, so a shorter prefix would
-/// let one site's bound refuse strangers.
-pub const IPV6_PREFIX_BITS_MIN: u32 = 16;
 
 /// D11: whether the broker serves `history = true` (docs/PROTOCOL.md R3 lets it refuse).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,29 +153,6 @@ impl Default for ProtocolConfig {
     }
 }
 
-/// One invalid configuration value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The field name, as in the config file.
-    pub key: &'static str,
-    /// The value that was given.
-    pub value: String,
-    /// What was expected instead.
-    pub expected: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} = {}: expected {}",
-            self.key, self.value, self.expected
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
 impl ProtocolConfig {
     /// W11: the R30 slots of one cohort anonymous sessions may hold (at least one, so a tiny
     /// cohort still admits a viewer).
@@ -189,204 +161,10 @@ impl ProtocolConfig {
         (self.streams_per_cohort_max * self.spectator_slots_percent / 100).max(1)
     }
 
-    /// Every problem with this configuration (empty when it is usable).
-    #[must_use]
-    pub fn validate(&self) -> Vec<ConfigError> {
-        let mut errors = Vec::new();
-        let at_least_one: [(&'static str, usize); 16] = [
-            ("streams_per_cohort_max", self.streams_per_cohort_max),
-            (
-                "pending_streams_per_cohort_max",
-                self.pending_streams_per_cohort_max,
-            ),
-            ("cohorts_max", self.cohorts_max),
-            ("cohorts_per_peer_max", self.cohorts_per_peer_max),
-            (
-                "cohorts_per_ipv6_prefix_max",
-                self.cohorts_per_ipv6_prefix_max,
-            ),
-            (
-                "streams_per_peer_per_cohort_max",
-                self.streams_per_peer_per_cohort_max,
-            ),
-            (
-                "publisher_streams_per_address_max",
-                self.publisher_streams_per_address_max,
-            ),
-            ("dedup_window_entries", self.dedup_window_entries),
-            ("cursors_per_cohort_max", self.cursors_per_cohort_max),
-            ("blocklist_entries_max", self.blocklist_entries_max),
-            (
-                "frames_in_flight_per_stream_max",
-                self.frames_in_flight_per_stream_max,
-            ),
-            (
-                "prejoin_connections_per_peer_max",
-                self.prejoin_connections_per_peer_max,
-            ),
-            (
-                "join_timeouts_per_peer_max",
-                self.join_timeouts_per_peer_max,
-            ),
-            (
-                "spectator_sessions_per_peer_max",
-                self.spectator_sessions_per_peer_max,
-            ),
-            (
-                "spectator_sessions_per_peer_per_cohort_max",
-                self.spectator_sessions_per_peer_per_cohort_max,
-            ),
-            ("history_frames_max", self.history_frames_max),
-        ];
-        for (key, value) in at_least_one {
-            if value < 1 {
-                errors.push(ConfigError {
-                    key,
-                    value: value.to_string(),
-                    expected: ">= 1".into(),
-                });
-            }
-        }
-        if !(IPV6_PREFIX_BITS_MIN..=IPV6_PEER_PREFIX_BITS).contains(&self.ipv6_prefix_bits) {
-            errors.push(ConfigError {
-                key: "ipv6_prefix_bits",
-                value: self.ipv6_prefix_bits.to_string(),
-                expected: format!(
-                    "{IPV6_PREFIX_BITS_MIN}..={IPV6_PEER_PREFIX_BITS} (no shorter than a regional block, no longer than one peer)"
-                ),
-            });
-        }
-        if !(1..=100).contains(&self.spectator_slots_percent) {
-            errors.push(ConfigError {
-                key: "spectator_slots_percent",
-                value: self.spectator_slots_percent.to_string(),
-                expected: "1..=100 (percent of streams_per_cohort_max)".into(),
-            });
-        }
-        if self.outbound_queue_frames_max < 2 {
-            errors.push(ConfigError {
-                key: "outbound_queue_frames_max",
-                value: self.outbound_queue_frames_max.to_string(),
-                expected: ">= 2 (an Ack and the roster-first delivery are queued together)".into(),
-            });
-        }
-        if self.frame_bytes_max < bps_proto::BROADCAST_FRAME_BYTES_MAX {
-            errors.push(ConfigError {
-                key: "frame_bytes_max",
-                value: self.frame_bytes_max.to_string(),
-                expected: format!(
-                    ">= {} (the largest valid Broadcast body)",
-                    bps_proto::BROADCAST_FRAME_BYTES_MAX
-                ),
-            });
-        }
-        for (key, value) in [
-            ("claim_deadline_ms", self.claim_deadline_ms),
-            ("inactivity_deadline_ms", self.inactivity_deadline_ms),
-            ("idle_cohort_reclaim_ms", self.idle_cohort_reclaim_ms),
-        ] {
-            if value < 1 {
-                errors.push(ConfigError {
-                    key,
-                    value: value.to_string(),
-                    expected: ">= 1".into(),
-                });
-            }
-        }
-        let largest_frame = self.largest_frame_bytes();
-        if self.history_bytes_max < largest_frame {
-            errors.push(ConfigError {
-                key: "history_bytes_max",
-                value: self.history_bytes_max.to_string(),
-                expected: format!(
-                    ">= {largest_frame} (the largest frame read, frame_bytes_max with its length prefix, so a ring always holds the newest frame)"
-                ),
-            });
-        }
-        errors
-    }
-
     /// The largest whole frame the I/O layer hands over: a `frame_bytes_max` body and its
     /// varint length.
     #[must_use]
     pub fn largest_frame_bytes(&self) -> usize {
         self.frame_bytes_max + prost::encoding::encoded_len_varint(self.frame_bytes_max as u64)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ProtocolConfig;
-
-    #[test]
-    fn defaults_are_valid() {
-        assert_eq!(ProtocolConfig::default().validate(), Vec::new());
-    }
-
-    #[test]
-    fn every_error_names_key_value_and_expectation() {
-        let config = ProtocolConfig {
-            streams_per_cohort_max: 0,
-            cursors_per_cohort_max: 0,
-            outbound_queue_frames_max: 1,
-            frame_bytes_max: 100,
-            claim_deadline_ms: 0,
-            history_frames_max: 0,
-            history_bytes_max: 50,
-            ..ProtocolConfig::default()
-        };
-        let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            messages,
-            vec![
-                "streams_per_cohort_max = 0: expected >= 1".to_string(),
-                "cursors_per_cohort_max = 0: expected >= 1".to_string(),
-                "history_frames_max = 0: expected >= 1".to_string(),
-                "outbound_queue_frames_max = 1: expected >= 2 (an Ack and the roster-first delivery are queued together)"
-                    .to_string(),
-                format!(
-                    "frame_bytes_max = 100: expected >= {} (the largest valid Broadcast body)",
-                    bps_proto::BROADCAST_FRAME_BYTES_MAX
-                ),
-                "claim_deadline_ms = 0: expected >= 1".to_string(),
-                "history_bytes_max = 50: expected >= 101 (the largest frame read, frame_bytes_max with its length prefix, so a ring always holds the newest frame)".to_string(),
-            ]
-        );
-    }
-
-    #[test]
-    fn ipv6_prefix_bits_are_16_to_64() {
-        for (bits, valid) in [(15, false), (16, true), (48, true), (64, true), (65, false)] {
-            let config = ProtocolConfig {
-                ipv6_prefix_bits: bits,
-                ..ProtocolConfig::default()
-            };
-            assert_eq!(config.validate().is_empty(), valid, "{bits}");
-        }
-        let config = ProtocolConfig {
-            ipv6_prefix_bits: 8,
-            cohorts_per_ipv6_prefix_max: 0,
-            idle_cohort_reclaim_ms: 0,
-            ..ProtocolConfig::default()
-        };
-        let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
-        assert_eq!(
-            messages,
-            vec![
-                "cohorts_per_ipv6_prefix_max = 0: expected >= 1".to_string(),
-                "ipv6_prefix_bits = 8: expected 16..=64 (no shorter than a regional block, no longer than one peer)".to_string(),
-                "idle_cohort_reclaim_ms = 0: expected >= 1".to_string(),
-            ]
-        );
-    }
-
-    #[test]
-    fn zero_blocklist_durations_are_valid() {
-        let config = ProtocolConfig {
-            blocklist_violation_ms: 0,
-            blocklist_claim_timeout_ms: 0,
-            ..ProtocolConfig::default()
-        };
-        assert!(config.validate().is_empty());
     }
 }

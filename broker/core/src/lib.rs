@@ -90,7 +90,7 @@ pub use action::{
     Violation, WrongStream,
 };
 pub use arrival::Arrival;
-pub use config::{ConfigError, HistoryPolicy, ProtocolConfig};
+pub use config::{HistoryPolicy, ProtocolConfig};
 pub use counters::{CohortCounters, CohortLabel, Counter, CounterRegistry, CounterSet};
 pub use fanout::Targets;
 pub use ids::{CohortSerial, PeerId, StreamId, Ticket, WriteNotice};

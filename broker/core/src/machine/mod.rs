@@ -106,13 +106,9 @@ pub struct Machine {
 impl Machine {
     /// A machine with no cohorts. `rng` makes the challenges (R4): production seeds it from
     /// the OS (`StdRng` is a CSPRNG), a simulation from a fixed seed.
-    ///
-    /// # Panics
-    /// If `config` does not validate (the config loader validates it first).
+    /// `config` is valid: the broker's config loader validated it.
     #[must_use]
     pub fn new(config: ProtocolConfig, ledger: Arc<PeerLedger>, rng: StdRng) -> Machine {
-        let errors = config.validate();
-        assert!(errors.is_empty(), "invalid protocol config: {errors:?}");
         Machine {
             read_window_frames_max: config.frames_in_flight_per_stream_max,
             config,
@@ -147,13 +143,9 @@ impl Machine {
     /// Joins (streams already attached carry on), queued deadlines keep their times (an
     /// inactivity deadline is recomputed with the new duration when its timer comes due), and
     /// a lowered read window is enforced by the I/O layer's credits as streams drain. The
-    /// broker-wide bounds live in the `PeerLedger` (`PeerLedger::reconfigure`).
-    ///
-    /// # Panics
-    /// If `config` does not validate.
+    /// broker-wide bounds live in the `PeerLedger` (`PeerLedger::reconfigure`). `config` is
+    /// valid: the broker's config loader validated it.
     pub fn reconfigure(&mut self, config: ProtocolConfig) {
-        let errors = config.validate();
-        assert!(errors.is_empty(), "invalid protocol config: {errors:?}");
         self.read_window_frames_max = self
             .read_window_frames_max
             .max(config.frames_in_flight_per_stream_max);
