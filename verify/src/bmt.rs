@@ -17,7 +17,7 @@
 //! hashing the zeros.
 //!
 //! The pair hashes of one level are independent, so they go several per keccak-f\[1600\]
-//! call. With AVX2 the whole tree runs in `lane_tree.rs`: each level stays in the SIMD
+//! call. With AVX2 the whole tree runs in `bmt/lane_tree.rs`: each level stays in the SIMD
 //! registers' lane-major form (four nodes per call) from the payload up, with
 //! zero-subtree hashes in the lanes past the payload, so nothing is transposed between
 //! levels and no level falls back to hashing one by one; the lone root is one scalar
@@ -36,6 +36,10 @@ pub use crate::keccak::Lanes;
 use crate::hexfmt::Hex;
 use crate::keccak::hash_pairs;
 use crate::wire::{Hash, keccak256};
+
+// The AVX2 tree: a part of this module's hashing, not a module beside it.
+#[cfg(target_arch = "x86_64")]
+mod lane_tree;
 
 /// Bytes in one BMT leaf segment (one keccak output).
 pub const SEGMENT_SIZE: usize = 32;
@@ -100,7 +104,7 @@ pub fn bmt_root_with(lanes: Lanes, payload: &[u8]) -> Hash {
     }
     #[cfg(target_arch = "x86_64")]
     if lanes == Lanes::Avx2 {
-        return crate::lane_tree::bmt_root(payload, zero);
+        return lane_tree::bmt_root(payload, zero);
     }
 
     // Two buffers, alternately read and written level by level. Only the nodes whose

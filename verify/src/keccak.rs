@@ -2,7 +2,7 @@
 //!
 //! Owns: [`Lanes`] (which keccak-f\[1600\] implementation to use, chosen once per process
 //! by CPU feature detection), [`hash_pairs`], which hashes a run of 64-byte messages with
-//! it, and, for the AVX2 lane tree (`lane_tree.rs`), the 4-lane permutation on lane-major
+//! it, and, for the AVX2 lane tree (`bmt/lane_tree.rs`), the 4-lane permutation on lane-major
 //! words with its loads and stores, and a scalar keccak for one lone message. The BMT
 //! ([`crate::bmt`]) is the only user.
 //!

@@ -24,8 +24,6 @@
 //! `session_chunk_id`, frame encoding) come from `bps_proto`; nothing here duplicates them.
 
 mod hexfmt;
-#[cfg(target_arch = "x86_64")]
-mod lane_tree;
 mod wire;
 
 pub mod batch;

@@ -6,7 +6,8 @@
 //!   generator and tests, the client side;
 //! - [`http`]: the HTTP/1.1 request head, parsed with httparse under a byte and a header bound;
 //! - [`handshake`]: the upgrade checks of RFC 6455 section 4.2.1, the accept key (sha1 and
-//!   base64 from their crates), the `Origin` policy (W10) and the 101 answer;
+//!   base64 from their crates) and the 101 answer;
+//! - [`origin`]: the `Origin` policy (W10), for the upgrade and for CORS;
 //! - [`response`]: every other HTTP answer (one-line errors, the CORS headers and preflight of
 //!   the W5 endpoint);
 //! - [`query`]: percent-decoding and query parameters;
@@ -33,6 +34,7 @@ pub mod codec;
 pub mod forwarded;
 pub mod handshake;
 pub mod http;
+pub mod origin;
 pub mod query;
 pub mod response;
 
@@ -49,7 +51,8 @@ pub use forwarded::{
     FORWARDED, ForwardedError, Hop, IpRange, RangeError, TrustedProxies, X_FORWARDED_FOR,
     forwarded_peer, parse_hop,
 };
-pub use handshake::{UpgradeError, accept_key, check_upgrade, origin_allowed, switching_protocols};
+pub use handshake::{UpgradeError, accept_key, check_upgrade, switching_protocols};
 pub use http::{HttpError, RequestHead, parse_request_head};
+pub use origin::origin_allowed;
 pub use query::{QUERY_PARAMS_MAX, QueryError, parse_query, percent_decode};
 pub use response::{Response, cors_headers, preflight};

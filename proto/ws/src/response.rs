@@ -9,7 +9,7 @@
 //! fault earns (the caller's, per W10's table).
 
 use crate::bridge::SWARM_HEADERS;
-use crate::handshake::origin_allowed;
+use crate::origin::origin_allowed;
 
 /// How long a browser may cache a preflight's answer: 10 minutes, so a changed
 /// `ws.allowed_origins` takes effect soon (browsers cap it lower anyway: Chromium at 2 h).

@@ -1,12 +1,11 @@
-//! The WebSocket opening handshake, server side (RFC 6455 sections 4.2.1 and 4.2.2), and the
-//! `Origin` policy of W10.
+//! The WebSocket opening handshake, server side (RFC 6455 sections 4.2.1 and 4.2.2).
 //!
 //! Owns: [`check_upgrade`] (the request head's upgrade rules, each refusal an
-//! [`UpgradeError`] with its HTTP status), [`accept_key`] (sha1 and base64 from their crates),
-//! [`origin_allowed`] and the 101 answer ([`switching_protocols`]). Never: a subprotocol or an
-//! extension: none is selected, so a `permessage-deflate` offer is ignored and frames stay
-//! uncompressed (every RSV bit is then an error); and never the routing or the Join
-//! parameters of the request (that is [`crate::bridge`]).
+//! [`UpgradeError`] with its HTTP status), [`accept_key`] (sha1 and base64 from their crates)
+//! and the 101 answer ([`switching_protocols`]). Never: a subprotocol or an extension: none
+//! is selected, so a `permessage-deflate` offer is ignored and frames stay uncompressed
+//! (every RSV bit is then an error); never the routing or the Join parameters of the request
+//! (that is [`crate::bridge`]); never the `Origin` policy of W10 (that is [`crate::origin`]).
 
 use std::fmt;
 
@@ -164,19 +163,6 @@ pub fn accept_key(key: &str) -> String {
     hasher.update(key.as_bytes());
     hasher.update(ACCEPT_GUID.as_bytes());
     BASE64.encode(hasher.finalize())
-}
-
-/// W10's `Origin` rule: a request without `Origin` (not a browser) is allowed; an empty
-/// list or one holding `*` allows any origin; otherwise the serialized origin
-/// (`scheme://host[:port]`) must equal an entry, ignoring ASCII case.
-pub fn origin_allowed(origin: Option<&str>, allowed: &[String]) -> bool {
-    let Some(origin) = origin else {
-        return true;
-    };
-    allowed.is_empty()
-        || allowed
-            .iter()
-            .any(|entry| entry == "*" || entry.eq_ignore_ascii_case(origin.trim()))
 }
 
 /// The 101 answer that completes the handshake: no subprotocol, no extension.
@@ -398,26 +384,5 @@ mod tests {
             method.body,
             b"method PUT cannot open a WebSocket, use GET\n"
         );
-    }
-
-    #[test]
-    fn origins_follow_w10() {
-        let only = vec![
-            "https://app.example".to_owned(),
-            "http://localhost:5173".to_owned(),
-        ];
-        assert!(origin_allowed(None, &only), "no Origin: not a browser");
-        assert!(origin_allowed(Some("https://evil.example"), &[]));
-        assert!(origin_allowed(
-            Some("https://evil.example"),
-            &["*".to_owned()]
-        ));
-        assert!(origin_allowed(Some("https://app.example"), &only));
-        assert!(origin_allowed(Some("HTTPS://APP.EXAMPLE"), &only));
-        assert!(origin_allowed(Some("http://localhost:5173"), &only));
-        assert!(!origin_allowed(Some("http://localhost:5174"), &only));
-        assert!(!origin_allowed(Some("https://app.example.evil"), &only));
-        assert!(!origin_allowed(Some("https://app.example/"), &only));
-        assert!(!origin_allowed(Some("null"), &only));
     }
 }
