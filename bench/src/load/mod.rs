@@ -50,6 +50,7 @@ pub mod progress;
 pub mod receiver;
 pub mod report;
 pub mod report_chart;
+pub mod rounding;
 pub mod run;
 pub mod schedule;
 pub mod sender;

@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::load::latency::LatencySummary;
+pub use crate::load::rounding::round;
 use crate::load::thread_cpu::ThreadCpu;
 
 /// The report schema's version.
@@ -483,10 +484,4 @@ impl Report {
             }
         );
     }
-}
-
-/// `value` rounded to `digits` decimals (for the JSON's rates).
-pub fn round(value: f64, digits: i32) -> f64 {
-    let scale = 10f64.powi(digits);
-    (value * scale).round() / scale
 }

@@ -116,7 +116,7 @@ impl CpuMeter {
             }
             _ => None,
         };
-        let round = |value: f64| crate::load::report::round(value, 3);
+        let round = |value: f64| crate::load::rounding::round(value, 3);
         ThreadCpu {
             role,
             index,
