@@ -267,31 +267,12 @@ impl Broker {
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         let available = core_ids.len().max(1);
         let cores = config.effective_cores(available);
-        let uring = match config.server.io_uring {
-            IoUringMode::Off => false,
-            IoUringMode::Prefer => monoio::utils::detect_uring(),
-            IoUringMode::Required => {
-                if !monoio::utils::detect_uring() {
-                    return Err(StartError::IoUringUnavailable);
-                }
-                true
-            }
-        };
+        let uring = use_io_uring(config.server.io_uring)?;
         let driver = if uring { "io_uring" } else { "epoll" };
 
-        let statics = if config.ws.static_dir.is_empty() {
-            ws::StaticFiles::default()
-        } else {
-            ws::StaticFiles::load(std::path::Path::new(&config.ws.static_dir))
-                .map_err(StartError::Static)?
-        };
+        let statics = static_files(config)?;
         let (listeners, listen_addr) = bind("server.listen", config.server.listen, cores)?;
-        let (ws_listeners, ws_addr) = if config.ws.enabled {
-            let (listeners, addr) = bind("ws.listen", config.ws.listen, cores)?;
-            (listeners.into_iter().map(Some).collect(), Some(addr))
-        } else {
-            ((0..cores).map(|_| None).collect::<Vec<_>>(), None)
-        };
+        let (ws_listeners, ws_addr) = bind_ws(config, cores)?;
 
         let protocol = config.protocol();
         let ledger = Arc::new(PeerLedger::new(&protocol));
@@ -313,24 +294,14 @@ impl Broker {
             .into_iter()
             .zip(ws_listeners)
             .zip(machines.drain(..));
-        for (core, ((listener, ws_listener), machine)) in per_core.enumerate() {
-            let shared = Arc::clone(&shared);
+        for (core, (listeners, machine)) in per_core.enumerate() {
             let pin = core_ids.get(core % available).copied();
-            let exit_tx = exit_tx.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("bps-core-{core}"))
-                .spawn(move || {
-                    if let Some(id) = pin {
-                        core_affinity::set_for_current(id);
-                    }
-                    shared.cpu_clocks[core].claim();
-                    let result = run_core(core, shared, (listener, ws_listener), machine, uring);
-                    if let Err(error) = result {
-                        tracing::error!(core, %error, "core runtime failed");
-                    }
-                    let _ = exit_tx.send(core);
-                })
-                .map_err(StartError::Runtime)?;
+            let thread = spawn_core(
+                core,
+                (Arc::clone(&shared), listeners, machine),
+                (pin, uring),
+                exit_tx.clone(),
+            )?;
             threads.push(thread);
         }
         Ok(Self {
@@ -539,6 +510,61 @@ fn start_pool(
 
 /// One core's listeners: BPS over TCP, and WebSocket when enabled.
 type CoreListeners = (std::net::TcpListener, Option<std::net::TcpListener>);
+
+/// Whether the cores run on io_uring: `server.io_uring` against what the kernel allows.
+fn use_io_uring(mode: IoUringMode) -> Result<bool, StartError> {
+    match mode {
+        IoUringMode::Off => Ok(false),
+        IoUringMode::Prefer => Ok(monoio::utils::detect_uring()),
+        IoUringMode::Required if monoio::utils::detect_uring() => Ok(true),
+        IoUringMode::Required => Err(StartError::IoUringUnavailable),
+    }
+}
+
+/// The files of `ws.static_dir`, loaded once at start (none when it is empty).
+fn static_files(config: &BrokerConfig) -> Result<ws::StaticFiles, StartError> {
+    if config.ws.static_dir.is_empty() {
+        return Ok(ws::StaticFiles::default());
+    }
+    ws::StaticFiles::load(std::path::Path::new(&config.ws.static_dir)).map_err(StartError::Static)
+}
+
+/// One WebSocket listener per core on `ws.listen`, with the address they got; one `None`
+/// per core when the WebSocket listener is disabled.
+fn bind_ws(
+    config: &BrokerConfig,
+    cores: usize,
+) -> Result<(Vec<Option<std::net::TcpListener>>, Option<SocketAddr>), StartError> {
+    if !config.ws.enabled {
+        return Ok(((0..cores).map(|_| None).collect(), None));
+    }
+    let (listeners, addr) = bind("ws.listen", config.ws.listen, cores)?;
+    Ok((listeners.into_iter().map(Some).collect(), Some(addr)))
+}
+
+/// Starts core `core`'s thread: pinned to `pin` if there is one, its CPU clock claimed, its
+/// runtime run until it ends; its index goes to `exit_tx` when it does.
+fn spawn_core(
+    core: usize,
+    (shared, listeners, machine): (Arc<Shared>, CoreListeners, Machine),
+    (pin, uring): (Option<core_affinity::CoreId>, bool),
+    exit_tx: crossbeam::channel::Sender<usize>,
+) -> Result<JoinHandle<()>, StartError> {
+    std::thread::Builder::new()
+        .name(format!("bps-core-{core}"))
+        .spawn(move || {
+            if let Some(id) = pin {
+                core_affinity::set_for_current(id);
+            }
+            shared.cpu_clocks[core].claim();
+            let result = run_core(core, shared, listeners, machine, uring);
+            if let Err(error) = result {
+                tracing::error!(core, %error, "core runtime failed");
+            }
+            let _ = exit_tx.send(core);
+        })
+        .map_err(StartError::Runtime)
+}
 
 /// Binds `cores` listeners on `addr` (the config key `key`); with the address they got.
 fn bind(
