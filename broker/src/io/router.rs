@@ -58,6 +58,7 @@ use bps_verify::pool::Done;
 use bytes::Bytes;
 use crossbeam::queue::SegQueue;
 
+use super::core_id::CoreId;
 use super::lane::{Doorbell, Lane};
 use crate::metrics::CoreMetrics;
 use crate::protocol::{
@@ -76,7 +77,7 @@ impl std::fmt::Debug for RelayFrames {
 }
 
 /// A verification result on its way back to the core that asked for it.
-pub type VerifyDone = Done<(usize, Ticket)>;
+pub type VerifyDone = Done<(CoreId, Ticket)>;
 
 /// To the home core of a stream's cohort: what the stream did.
 #[derive(Debug)]
@@ -209,7 +210,7 @@ impl CoreLanes {
 /// One core's sending side.
 #[derive(Debug)]
 pub struct Router {
-    core: usize,
+    core: CoreId,
     lanes: Arc<[CoreLanes]>,
     metrics: Arc<CoreMetrics>,
     /// Home messages to this core itself, in order.
@@ -222,7 +223,7 @@ pub struct Router {
 
 impl Router {
     pub fn new(
-        core: usize,
+        core: CoreId,
         lanes: Arc<[CoreLanes]>,
         metrics: Arc<CoreMetrics>,
         owner_overflow_messages_max: usize,
@@ -247,11 +248,11 @@ impl Router {
 
     /// This core's own lanes.
     pub fn inbound(&self) -> &CoreLanes {
-        &self.lanes[self.core]
+        &self.lanes[self.core.index()]
     }
 
     /// Sends towards a home core (this one included).
-    pub fn to_home(&self, core: usize, msg: HomeMsg) {
+    pub fn to_home(&self, core: CoreId, msg: HomeMsg) {
         if core == self.core {
             self.local_home.borrow_mut().push_back(msg);
             self.inbound().doorbell.ring();
@@ -262,14 +263,14 @@ impl Router {
 
     /// Sends towards another core that owns a stream (messages to this core's own streams
     /// are executed where they are decided, never routed).
-    pub fn to_owner(&self, core: usize, msg: OwnerMsg) {
+    pub fn to_owner(&self, core: CoreId, msg: OwnerMsg) {
         assert_ne!(core, self.core, "a core executes its own streams' actions");
         self.send_or_hold(&self.overflow_owner, core, msg);
     }
 
     /// Sends `msg` through `overflow` towards `core`; a message that has to wait counts as
     /// a full inbox and asks `core` to ring this one when it has room.
-    fn send_or_hold<T>(&self, overflow: &RefCell<Overflow<T>>, core: usize, msg: T) {
+    fn send_or_hold<T>(&self, overflow: &RefCell<Overflow<T>>, core: CoreId, msg: T) {
         let mut overflow = overflow.borrow_mut();
         if overflow.send(&self.lanes, core, msg) == Sent::Held {
             self.metrics.inbox_full.inc();
@@ -278,10 +279,11 @@ impl Router {
     }
 
     /// One read-window credit for a stream of another core.
-    pub fn credit(&self, core: usize, stream: StreamId) {
+    pub fn credit(&self, core: CoreId, stream: StreamId) {
         assert_ne!(core, self.core, "a core credits its own streams directly");
-        self.lanes[core].credits.push(stream);
-        self.lanes[core].doorbell.ring();
+        let lanes = &self.lanes[core.index()];
+        lanes.credits.push(stream);
+        lanes.doorbell.ring();
     }
 
     /// The next home message for this core: its own first, then the lane's.
@@ -339,8 +341,8 @@ impl Router {
         }
     }
 
-    fn want_space(&self, core: usize) {
-        self.lanes[core].space_wanted[self.core].store(true, Ordering::Release);
+    fn want_space(&self, core: CoreId) {
+        self.lanes[core.index()].space_wanted[self.core.index()].store(true, Ordering::Release);
     }
 }
 
@@ -373,10 +375,10 @@ impl<T> Overflow<T> {
     }
 
     /// Pushes `msg` into `core`'s lane, or behind the messages already waiting for it.
-    fn send(&mut self, lanes: &[CoreLanes], core: usize, msg: T) -> Sent {
-        let queue = &mut self.queues[core];
+    fn send(&mut self, lanes: &[CoreLanes], core: CoreId, msg: T) -> Sent {
+        let queue = &mut self.queues[core.index()];
         let msg = if queue.is_empty() {
-            match (self.lane)(&lanes[core]).push(msg) {
+            match (self.lane)(&lanes[core.index()]).push(msg) {
                 Ok(()) => return Sent::Laned,
                 Err(msg) => msg,
             }
@@ -390,9 +392,9 @@ impl<T> Overflow<T> {
 
     /// Moves waiting messages into their lanes, in order, as far as there is room; calls
     /// `want_space` for every destination that still has messages waiting.
-    fn retry(&mut self, lanes: &[CoreLanes], want_space: impl Fn(usize)) {
-        for (core, queue) in self.queues.iter_mut().enumerate() {
-            let lane = (self.lane)(&lanes[core]);
+    fn retry(&mut self, lanes: &[CoreLanes], want_space: impl Fn(CoreId)) {
+        for (core, queue) in CoreId::all(lanes.len()).zip(self.queues.iter_mut()) {
+            let lane = (self.lane)(&lanes[core.index()]);
             while let Some(msg) = queue.pop_front() {
                 if let Err(msg) = lane.push(msg) {
                     queue.push_front(msg);
@@ -422,6 +424,7 @@ mod tests {
     use std::task::{Context, Poll, Wake, Waker};
 
     use super::{CoreLanes, HomeMsg, OwnerMsg, Router};
+    use crate::io::core_id::CoreId;
     use crate::metrics::CoreMetrics;
     use crate::protocol::{CloseReason, ClosedBy, StreamId};
 
@@ -454,9 +457,14 @@ mod tests {
     #[test]
     fn a_full_lane_overflows_in_order_pauses_readers_and_the_consumer_wakes_the_sender() {
         let lanes = lanes(2);
-        let router = Router::new(0, Arc::clone(&lanes), CoreMetrics::new_shared(), 100);
+        let router = Router::new(
+            CoreId::new(0),
+            Arc::clone(&lanes),
+            CoreMetrics::new_shared(),
+            100,
+        );
         for local in 0..5 {
-            router.to_home(1, closed(local));
+            router.to_home(CoreId::new(1), closed(local));
         }
         assert_eq!(router.overflowed(), 3);
         assert!(router.reads_paused());
@@ -495,11 +503,17 @@ mod tests {
     #[test]
     fn owner_overflow_at_its_bound_pauses_work_not_reads() {
         let lanes = lanes(1);
-        let router = Router::new(0, Arc::clone(&lanes), CoreMetrics::new_shared(), 2);
-        router.to_owner(1, close(0));
-        router.to_owner(1, close(1));
+        let router = Router::new(
+            CoreId::new(0),
+            Arc::clone(&lanes),
+            CoreMetrics::new_shared(),
+            2,
+        );
+        let other = CoreId::new(1);
+        router.to_owner(other, close(0));
+        router.to_owner(other, close(1));
         assert!(!router.work_paused());
-        router.to_owner(1, close(2));
+        router.to_owner(other, close(2));
         assert!(router.work_paused());
         assert!(!router.reads_paused());
         while lanes[1].owner.pop().is_some() {}
