@@ -279,6 +279,37 @@ pub fn startup_checks(
     let mut refusals = Vec::new();
     let mut warnings = Vec::new();
     let mut effective = config.clone();
+    check_cores(config, host, (&mut refusals, &mut warnings));
+    let cores = config.effective_cores(host.available_cores);
+    let is_default = config.limits.connections_max == LimitsConfig::default().connections_max;
+    fit_nofile(
+        &mut effective,
+        host,
+        cores,
+        is_default,
+        (&mut refusals, &mut warnings),
+    );
+    let budget = fit_budget(
+        &mut effective,
+        host,
+        is_default,
+        (&mut refusals, &mut warnings),
+    );
+    check_verify_queue(config, cores, &mut refusals);
+    if refusals.is_empty() {
+        Ok((effective, warnings, budget))
+    } else {
+        Err(refusals)
+    }
+}
+
+/// The `server.cores` part of `startup_checks`: no more cores than the host offers, and a
+/// warning when "all of them" is more than a broker runs.
+fn check_cores(
+    config: &BrokerConfig,
+    host: &HostFacts,
+    (refusals, warnings): (&mut Vec<String>, &mut Vec<String>),
+) {
     if config.server.cores > host.available_cores {
         refusals.push(format!(
             "server.cores = {} but only {} cores are available to this process: lower \
@@ -295,21 +326,11 @@ pub fn startup_checks(
             crate::config::CORES_MAX
         ));
     }
-    let cores = config.effective_cores(host.available_cores);
-    let is_default = config.limits.connections_max == LimitsConfig::default().connections_max;
-    fit_nofile(
-        &mut effective,
-        host,
-        cores,
-        is_default,
-        (&mut refusals, &mut warnings),
-    );
-    let budget = fit_budget(
-        &mut effective,
-        host,
-        is_default,
-        (&mut refusals, &mut warnings),
-    );
+}
+
+/// The `verify.queue_jobs_max` part of `startup_checks`: an explicit queue holds every job
+/// that may be in flight.
+fn check_verify_queue(config: &BrokerConfig, cores: usize, refusals: &mut Vec<String>) {
     let jobs_needed = config.verify_jobs_in_flight_max(cores);
     if config.verify.queue_jobs_max != 0 && config.verify.queue_jobs_max < jobs_needed {
         refusals.push(format!(
@@ -320,11 +341,6 @@ pub fn startup_checks(
             config.limits.frames_in_flight_per_core_max,
             crate::limits::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX
         ));
-    }
-    if refusals.is_empty() {
-        Ok((effective, warnings, budget))
-    } else {
-        Err(refusals)
     }
 }
 
@@ -629,6 +645,12 @@ where
             }
         }
     }
+    drain(service, admin, &config)
+}
+
+/// `serve`'s end: tells systemd and the admin server, then drains within
+/// `server.drain_deadline_ms`.
+fn drain<S: Service>(service: S, admin: &AdminServer, config: &BrokerConfig) -> DrainSummary {
     let deadline = Duration::from_millis(config.server.drain_deadline_ms);
     tracing::info!(deadline_ms = config.server.drain_deadline_ms, "draining");
     notify(&[
@@ -671,94 +693,25 @@ pub type Start<S> = fn(&BrokerConfig, MemoryBudget) -> Result<S, String>;
 /// drain. Returns the process exit code (0 after a drain, 1 on any refusal).
 #[must_use]
 pub fn run<S: Service>(sources: &ConfigSources, start: Start<S>) -> u8 {
-    let config = match BrokerConfig::load_from_process_env(sources) {
-        Ok(config) => config,
-        Err(errors) => return refuse_config(&errors),
-    };
-    let errors = config.validate();
-    if !errors.is_empty() {
-        return refuse_config(&errors);
+    match start_and_serve(sources, start) {
+        Ok(()) => 0,
+        Err(Refused) => 1,
     }
-    let log = match init_logging(&config.log, std::env::var("RUST_LOG").ok()) {
-        Ok(log) => log,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return 1;
-        }
-    };
-    let available = available_cores();
-    let needed = nofile_needed(&config, config.effective_cores(available));
-    let host = HostFacts {
-        available_cores: available,
-        nofile_soft: raise_nofile_limit(needed),
-        memory_bytes: crate::budget::host_memory_bytes(),
-    };
-    let (config, budget) = match startup_checks(&config, &host) {
-        Ok((config, warnings, budget)) => {
-            for warning in warnings {
-                tracing::warn!("{warning}");
-            }
-            tracing::info!("memory budget: {budget}");
-            (config, budget)
-        }
-        Err(refusals) => {
-            for refusal in refusals {
-                tracing::error!("refusing to start: {refusal}");
-            }
-            return 1;
-        }
-    };
+}
+
+/// A start-up step refused; it has said why (on stderr, or in the log once there is one).
+struct Refused;
+
+/// `run`'s sequence, one named step each, stopping at the first refusal.
+fn start_and_serve<S: Service>(sources: &ConfigSources, start: Start<S>) -> Result<(), Refused> {
+    let config = load_config(sources)?;
+    let log = start_logging(&config)?;
+    let host = host_facts(&config);
+    let (config, budget) = check_host(&config, &host)?;
     // Handlers first, so a SIGTERM during start is a drain and not a kill mid-bind.
-    let (signals, events) = match SignalWatcher::start() {
-        Ok(watcher) => watcher,
-        Err(error) => {
-            tracing::error!("cannot install signal handlers: {error}");
-            return 1;
-        }
-    };
-    let admin_listener = match crate::admin::AdminListener::bind(config.server.admin_listen) {
-        Ok(listener) => listener,
-        Err(error) => {
-            tracing::error!(
-                "cannot listen on {} (server.admin_listen): {error}",
-                config.server.admin_listen
-            );
-            return 1;
-        }
-    };
-    let service = match start(&config, budget) {
-        Ok(service) => service,
-        Err(message) => {
-            tracing::error!("cannot start: {message}");
-            return 1;
-        }
-    };
-    let healthz_deadline = Duration::from_millis(config.timeouts.healthz_deadline_ms);
-    let admin = match admin_listener.serve(service.admin_backend(), healthz_deadline) {
-        Ok(admin) => admin,
-        Err(error) => {
-            tracing::error!("cannot start the admin server: {error}");
-            let _ = service.drain(Duration::ZERO);
-            return 1;
-        }
-    };
-    let line = listening_line(
-        (service.listen_addr(), admin.local_addr(), service.ws_addr()),
-        service.driver(),
-        service.cores(),
-    );
-    eprintln!("{line}");
-    tracing::info!(
-        listen = %service.listen_addr(),
-        admin = %admin.local_addr(),
-        driver = service.driver(),
-        cores = service.cores(),
-        "listening"
-    );
-    notify(&[
-        sd_notify::NotifyState::Ready,
-        sd_notify::NotifyState::Status(&line),
-    ]);
+    let (signals, events) = install_signal_handlers()?;
+    let (service, admin) = start_service(&config, budget, start)?;
+    announce_listening(&service, &admin);
     let watchdog = Watchdog::start(service.admin_backend());
     // A reload re-reads the same sources and fits them to the host the same way, so a
     // default lowered at start is not mistaken for a change.
@@ -780,7 +733,123 @@ pub fn run<S: Service>(sources: &ConfigSources, start: Start<S>) -> u8 {
         timed_out = summary.timed_out,
         "stopped"
     );
-    0
+    Ok(())
+}
+
+/// Step 1: the config from every source, validated; errors on stderr (no log yet).
+fn load_config(sources: &ConfigSources) -> Result<BrokerConfig, Refused> {
+    let config = BrokerConfig::load_from_process_env(sources).map_err(|errors| {
+        refuse_config(&errors);
+        Refused
+    })?;
+    let errors = config.validate();
+    if !errors.is_empty() {
+        refuse_config(&errors);
+        return Err(Refused);
+    }
+    Ok(config)
+}
+
+/// Step 2: the log, as configured (`RUST_LOG` wins).
+fn start_logging(config: &BrokerConfig) -> Result<LogControl, Refused> {
+    init_logging(&config.log, std::env::var("RUST_LOG").ok()).map_err(|message| {
+        eprintln!("error: {message}");
+        Refused
+    })
+}
+
+/// Step 3: what the host offers, raising the file-descriptor soft limit to what the config
+/// needs on the cores it will run on.
+fn host_facts(config: &BrokerConfig) -> HostFacts {
+    let available = available_cores();
+    let needed = nofile_needed(config, config.effective_cores(available));
+    HostFacts {
+        available_cores: available,
+        nofile_soft: raise_nofile_limit(needed),
+        memory_bytes: crate::budget::host_memory_bytes(),
+    }
+}
+
+/// Step 4: [`startup_checks`], its warnings and refusals logged: the config fitted to the
+/// host and its worst-case memory.
+fn check_host(
+    config: &BrokerConfig,
+    host: &HostFacts,
+) -> Result<(BrokerConfig, MemoryBudget), Refused> {
+    match startup_checks(config, host) {
+        Ok((config, warnings, budget)) => {
+            for warning in warnings {
+                tracing::warn!("{warning}");
+            }
+            tracing::info!("memory budget: {budget}");
+            Ok((config, budget))
+        }
+        Err(refusals) => {
+            for refusal in refusals {
+                tracing::error!("refusing to start: {refusal}");
+            }
+            Err(Refused)
+        }
+    }
+}
+
+/// Step 5: the signal handlers, and the events they send.
+fn install_signal_handlers() -> Result<(SignalWatcher, Receiver<Event>), Refused> {
+    SignalWatcher::start().map_err(|error| {
+        tracing::error!("cannot install signal handlers: {error}");
+        Refused
+    })
+}
+
+/// Step 6: the admin listener bound, the broker started, the admin server serving it. A
+/// broker whose admin server cannot start is drained at once.
+fn start_service<S: Service>(
+    config: &BrokerConfig,
+    budget: MemoryBudget,
+    start: Start<S>,
+) -> Result<(S, AdminServer), Refused> {
+    let admin_listener =
+        crate::admin::AdminListener::bind(config.server.admin_listen).map_err(|error| {
+            tracing::error!(
+                "cannot listen on {} (server.admin_listen): {error}",
+                config.server.admin_listen
+            );
+            Refused
+        })?;
+    let service = start(config, budget).map_err(|message| {
+        tracing::error!("cannot start: {message}");
+        Refused
+    })?;
+    let healthz_deadline = Duration::from_millis(config.timeouts.healthz_deadline_ms);
+    match admin_listener.serve(service.admin_backend(), healthz_deadline) {
+        Ok(admin) => Ok((service, admin)),
+        Err(error) => {
+            tracing::error!("cannot start the admin server: {error}");
+            let _ = service.drain(Duration::ZERO);
+            Err(Refused)
+        }
+    }
+}
+
+/// Step 7: the listening line on stderr and in the log, and "ready" to systemd.
+fn announce_listening<S: Service>(service: &S, admin: &AdminServer) {
+    let line = listening_line(
+        (service.listen_addr(), admin.local_addr(), service.ws_addr()),
+        service.driver(),
+        service.cores(),
+    );
+    eprintln!("{line}");
+    tracing::info!(
+        listen = %service.listen_addr(),
+        admin = %admin.local_addr(),
+        driver = service.driver(),
+        cores = service.cores(),
+        "listening"
+    );
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&line),
+    ]);
 }
 
 /// Prints every config error, one per line, and returns exit code 1.

@@ -207,6 +207,29 @@ fn open<O: Write, E: Write>(
     }
 }
 
+/// How one stream of a run ended (a failure of the whole run is an `Err` beside it).
+enum SessionEnd {
+    /// The run is over, successfully.
+    Over,
+    /// The stream was reset.
+    Reset(SessionError),
+}
+
+/// After a reset, shared by `run_sub` and `run_pub`: without `--reconnect` the run fails
+/// with it; with it, the run backs off and `Ok(true)` opens another stream (`Ok(false)`:
+/// the deadline passed meanwhile).
+fn reconnect_after<O: Write, E: Write>(
+    connection: &Connection,
+    pacing: &mut Pacing,
+    output: &mut Output<O, E>,
+    reset: &SessionError,
+) -> Result<bool, ClientError> {
+    if !connection.reconnect {
+        return Err(ClientError::Failed(reset.to_string()));
+    }
+    Ok(pacing.back_off(output, &format!("stream reset: {reset}")))
+}
+
 /// Runs `bps sub`: joins, verifies and prints every frame until `count` DATA messages, an
 /// EOS or the timeout. A timeout is a failure only when `count` was given and not reached.
 pub fn run_sub<O: Write, E: Write>(
@@ -217,17 +240,11 @@ pub fn run_sub<O: Write, E: Write>(
     let mut subscriber = Subscriber::new(options.spec);
     let mut pacing = Pacing::new(connection.timeout);
     let mut received = 0u64;
-    let timed_out = |received: u64| match options.count {
-        Some(count) if received < count => Err(ClientError::Failed(format!(
-            "timed out with {received} of {count} messages"
-        ))),
-        _ => Ok(()),
-    };
     if options.count == Some(0) {
         return Ok(());
     }
     loop {
-        let Some(mut session) = open(
+        let Some(session) = open(
             connection,
             &options.spec,
             &options.addr,
@@ -235,66 +252,100 @@ pub fn run_sub<O: Write, E: Write>(
             output,
         )?
         else {
-            return timed_out(received);
+            return sub_timed_out(options.count, received);
         };
-        let joined = if options.json {
-            printed(
-                output.line(
-                    &json!({
-                        "kind": "joined",
-                        "addr": hex::encode(options.addr),
-                        "challenge": hex::encode(session.challenge()),
-                    })
-                    .to_string(),
-                ),
-            )?
-        } else {
-            output.note(&format!(
-                "joined {} as 0x{}",
-                connection.target,
-                hex::encode(options.addr)
-            ));
-            true
-        };
-        if !joined {
+        if !print_joined(connection, options, &session, output)? {
             return Ok(());
         }
-        // The run ends at a count, an EOS or the deadline; how the close goes no longer
-        // matters then, so `finish` errors are ignored below.
-        let reset = loop {
-            if pacing.expired() {
-                let _ = session.finish(Duration::ZERO);
-                return timed_out(received);
-            }
-            let body = match session.recv(pacing.bounded(POLL_STEP)) {
-                Ok(Some(body)) => body,
-                Ok(None) => continue,
-                Err(error) => break error,
-            };
-            let outcome = subscriber.receive(body);
-            if !printed(print_received(&outcome, options.json, output))? {
-                return Ok(());
-            }
-            match outcome.event {
-                Event::Data { .. } => {
-                    received += 1;
-                    if options.count.is_some_and(|count| received >= count) {
-                        let _ = session.finish(Duration::ZERO);
-                        return Ok(());
-                    }
+        let run = (&mut subscriber, &mut received);
+        match sub_session(session, run, options, &pacing, output)? {
+            SessionEnd::Over => return Ok(()),
+            SessionEnd::Reset(reset) => {
+                if !reconnect_after(connection, &mut pacing, output, &reset)? {
+                    return sub_timed_out(options.count, received);
                 }
-                Event::Eos => {
-                    let _ = session.finish(Duration::ZERO);
-                    return Ok(());
-                }
-                Event::Roster { .. } | Event::Dropped { .. } => {}
             }
-        };
-        if !connection.reconnect {
-            return Err(ClientError::Failed(reset.to_string()));
         }
-        if !pacing.back_off(output, &format!("stream reset: {reset}")) {
-            return timed_out(received);
+    }
+}
+
+/// How `bps sub` ends at its deadline: a failure only when `count` was given and not
+/// reached.
+fn sub_timed_out(count: Option<u64>, received: u64) -> Result<(), ClientError> {
+    match count {
+        Some(count) if received < count => Err(ClientError::Failed(format!(
+            "timed out with {received} of {count} messages"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `bps sub`'s line for a joined stream (JSON on stdout, or a note); `false` if stdout is
+/// closed.
+fn print_joined<O: Write, E: Write>(
+    connection: &Connection,
+    options: &SubOptions,
+    session: &Session,
+    output: &mut Output<O, E>,
+) -> Result<bool, ClientError> {
+    if options.json {
+        return printed(
+            output.line(
+                &json!({
+                    "kind": "joined",
+                    "addr": hex::encode(options.addr),
+                    "challenge": hex::encode(session.challenge()),
+                })
+                .to_string(),
+            ),
+        );
+    }
+    output.note(&format!(
+        "joined {} as 0x{}",
+        connection.target,
+        hex::encode(options.addr)
+    ));
+    Ok(true)
+}
+
+/// One stream of `bps sub`: receives, verifies and prints until a count, an EOS, the
+/// deadline or a reset. `received` counts DATA messages across streams.
+fn sub_session<O: Write, E: Write>(
+    mut session: Session,
+    (subscriber, received): (&mut Subscriber, &mut u64),
+    options: &SubOptions,
+    pacing: &Pacing,
+    output: &mut Output<O, E>,
+) -> Result<SessionEnd, ClientError> {
+    // The run ends at a count, an EOS or the deadline; how the close goes no longer
+    // matters then, so `finish` errors are ignored below.
+    loop {
+        if pacing.expired() {
+            let _ = session.finish(Duration::ZERO);
+            return sub_timed_out(options.count, *received).map(|()| SessionEnd::Over);
+        }
+        let body = match session.recv(pacing.bounded(POLL_STEP)) {
+            Ok(Some(body)) => body,
+            Ok(None) => continue,
+            Err(error) => return Ok(SessionEnd::Reset(error)),
+        };
+        let outcome = subscriber.receive(body);
+        if !printed(print_received(&outcome, options.json, output))? {
+            return Ok(SessionEnd::Over);
+        }
+        match outcome.event {
+            Event::Data { .. } => {
+                *received += 1;
+                if options.count.is_some_and(|count| *received >= count) {
+                    let _ = session.finish(Duration::ZERO);
+                    return Ok(SessionEnd::Over);
+                }
+            }
+            Event::Eos => {
+                let _ = session.finish(Duration::ZERO);
+                return Ok(SessionEnd::Over);
+            }
+            Event::Roster { .. } | Event::Dropped { .. } => {}
         }
     }
 }
@@ -420,108 +471,176 @@ pub struct PubOptions {
 pub fn run_pub<O: Write, E: Write>(
     connection: &Connection,
     options: PubOptions,
-    mut publisher: Publisher,
+    publisher: Publisher,
     lines: Option<Receiver<Vec<u8>>>,
     output: &mut Output<O, E>,
 ) -> Result<(), ClientError> {
     let spec = *publisher.spec();
-    let addr = publisher.addr();
-    let mut subscriber = Subscriber::new(spec);
+    let mut run = PubRun {
+        addr: publisher.addr(),
+        subscriber: Subscriber::new(spec),
+        publisher,
+        lines,
+        interval: options
+            .rate
+            .filter(|rate| *rate > 0.0)
+            .map(|rate| Duration::from_secs_f64(1.0 / rate)),
+        next_send: Instant::now(),
+    };
     let mut pacing = Pacing::new(connection.timeout);
-    let interval = options
-        .rate
-        .filter(|rate| *rate > 0.0)
-        .map(|rate| Duration::from_secs_f64(1.0 / rate));
-    let mut next_send = Instant::now();
-    let mut lines = lines;
-    let timed_out = |publisher: &Publisher| {
+    loop {
+        let Some(session) = open(connection, &spec, &run.addr, &mut pacing, output)? else {
+            return Err(run.timed_out());
+        };
+        run.publisher.begin_session(*session.challenge());
+        run.announce(connection, output);
+        match run.session(session, &pacing, output)? {
+            SessionEnd::Over => return Ok(()),
+            SessionEnd::Reset(reset) => {
+                run.publisher.end_session();
+                if !reconnect_after(connection, &mut pacing, output, &reset)? {
+                    return Err(run.timed_out());
+                }
+            }
+        }
+    }
+}
+
+/// A publisher's run across its streams: what it publishes, what it has seen of the
+/// cohort, its input, and its pacing (`next_send` carries over a reset).
+struct PubRun {
+    addr: Address,
+    publisher: Publisher,
+    subscriber: Subscriber,
+    lines: Option<Receiver<Vec<u8>>>,
+    /// The time between frames at `--rate`.
+    interval: Option<Duration>,
+    next_send: Instant,
+}
+
+/// What a due send did.
+enum Sending {
+    /// Nothing was due, or nothing queued.
+    Idle,
+    /// A frame went out.
+    Sent,
+    /// The session ended (a reset, or stdout closed).
+    Ended(SessionEnd),
+}
+
+impl PubRun {
+    fn timed_out(&self) -> ClientError {
         ClientError::Failed(format!(
             "timed out with {} publications unwritten",
-            publisher.queued()
+            self.publisher.queued()
         ))
-    };
-    loop {
-        let Some(mut session) = open(connection, &spec, &addr, &mut pacing, output)? else {
-            return Err(timed_out(&publisher));
-        };
-        publisher.begin_session(*session.challenge());
-        output.note(&format!(
-            "joined {} as 0x{}",
-            connection.target,
-            hex::encode(addr)
-        ));
-        if publisher.role() == Some(Role::AwaitingRoster) {
-            output.note(&format!(
-                "waiting for a roster naming 0x{}",
-                hex::encode(addr)
-            ));
+    }
+
+    /// The notes for a joined stream.
+    fn announce<O: Write, E: Write>(&self, connection: &Connection, output: &mut Output<O, E>) {
+        let addr = hex::encode(self.addr);
+        output.note(&format!("joined {} as 0x{addr}", connection.target));
+        if self.publisher.role() == Some(Role::AwaitingRoster) {
+            output.note(&format!("waiting for a roster naming 0x{addr}"));
         }
-        let reset = loop {
+    }
+
+    /// One stream: take the broker's frames and the input, send what is due, wait; until
+    /// everything is written and the input closed, or a reset.
+    fn session<O: Write, E: Write>(
+        &mut self,
+        mut session: Session,
+        pacing: &Pacing,
+        output: &mut Output<O, E>,
+    ) -> Result<SessionEnd, ClientError> {
+        loop {
             if pacing.expired() {
-                return Err(timed_out(&publisher));
+                return Err(self.timed_out());
             }
-            // Everything the broker sent: rosters grant or revoke, the rest is not ours.
-            match drain(&mut session, &mut subscriber, &mut publisher) {
-                Ok(Drained::Open) => {}
-                Ok(Drained::Eos) => {
-                    return Err(ClientError::Failed(
-                        "the admin ended the channel (EOS)".to_owned(),
-                    ));
-                }
-                Err(error) => break error,
+            if let Err(error) = self.take_broker_frames(&mut session)? {
+                return Ok(SessionEnd::Reset(error));
             }
-            if publisher.role() == Some(Role::Revoked) {
-                return Err(ClientError::Failed(format!(
-                    "revoked: the roster no longer names 0x{}",
-                    hex::encode(addr)
-                )));
-            }
-            let input_open = take_lines(&mut lines, &mut publisher, output);
+            let input_open = take_lines(&mut self.lines, &mut self.publisher, output);
             let now = Instant::now();
-            if now >= next_send {
-                let outgoing = publisher
-                    .next_frame()
-                    .map_err(|error| ClientError::Failed(error.to_string()))?;
-                if let Some(outgoing) = outgoing {
-                    if let Err(error) = session.send(&outgoing.signed.frame) {
-                        break error;
-                    }
-                    publisher.mark_sent();
-                    if !printed(output.line(&outgoing_json(&outgoing, &addr)))? {
-                        return Ok(());
-                    }
-                    if let Some(interval) = interval {
-                        next_send = now + interval;
-                    }
-                    continue;
-                }
+            match self.send_due(&mut session, now, output)? {
+                Sending::Sent => continue,
+                Sending::Ended(end) => return Ok(end),
+                Sending::Idle => {}
             }
-            let idle = publisher.queued() == 0 && publisher.role() == Some(Role::Publisher);
-            if idle && !input_open {
+            let publishing = self.publisher.role() == Some(Role::Publisher);
+            if publishing && self.publisher.queued() == 0 && !input_open {
                 return session
                     .finish(CLOSE_LINGER)
+                    .map(|()| SessionEnd::Over)
                     .map_err(|error| ClientError::Failed(error.to_string()));
             }
-            let wait = if publisher.queued() > 0 && publisher.role() == Some(Role::Publisher) {
-                next_send.saturating_duration_since(now)
+            let wait = if publishing && self.publisher.queued() > 0 {
+                self.next_send.saturating_duration_since(now)
             } else if input_open {
                 INPUT_POLL
             } else {
                 POLL_STEP
             };
             match session.recv(pacing.bounded(wait)) {
-                Ok(Some(body)) => apply(&mut subscriber, &mut publisher, body)?,
+                Ok(Some(body)) => apply(&mut self.subscriber, &mut self.publisher, body)?,
                 Ok(None) => {}
-                Err(error) => break error,
+                Err(error) => return Ok(SessionEnd::Reset(error)),
             }
+        }
+    }
+
+    /// Everything the broker sent: rosters grant or revoke, the rest is not ours. The
+    /// inner `Err` is a reset; an EOS or a revocation ends the run.
+    fn take_broker_frames(
+        &mut self,
+        session: &mut Session,
+    ) -> Result<Result<(), SessionError>, ClientError> {
+        match drain(session, &mut self.subscriber, &mut self.publisher) {
+            Ok(Drained::Open) => {}
+            Ok(Drained::Eos) => {
+                return Err(ClientError::Failed(
+                    "the admin ended the channel (EOS)".to_owned(),
+                ));
+            }
+            Err(error) => return Ok(Err(error)),
+        }
+        if self.publisher.role() == Some(Role::Revoked) {
+            return Err(ClientError::Failed(format!(
+                "revoked: the roster no longer names 0x{}",
+                hex::encode(self.addr)
+            )));
+        }
+        Ok(Ok(()))
+    }
+
+    /// Sends the next publication if `now` is past the pace and one is ready.
+    fn send_due<O: Write, E: Write>(
+        &mut self,
+        session: &mut Session,
+        now: Instant,
+        output: &mut Output<O, E>,
+    ) -> Result<Sending, ClientError> {
+        if now < self.next_send {
+            return Ok(Sending::Idle);
+        }
+        let outgoing = self
+            .publisher
+            .next_frame()
+            .map_err(|error| ClientError::Failed(error.to_string()))?;
+        let Some(outgoing) = outgoing else {
+            return Ok(Sending::Idle);
         };
-        publisher.end_session();
-        if !connection.reconnect {
-            return Err(ClientError::Failed(reset.to_string()));
+        if let Err(error) = session.send(&outgoing.signed.frame) {
+            return Ok(Sending::Ended(SessionEnd::Reset(error)));
         }
-        if !pacing.back_off(output, &format!("stream reset: {reset}")) {
-            return Err(timed_out(&publisher));
+        self.publisher.mark_sent();
+        if !printed(output.line(&outgoing_json(&outgoing, &self.addr)))? {
+            return Ok(Sending::Ended(SessionEnd::Over));
         }
+        if let Some(interval) = self.interval {
+            self.next_send = now + interval;
+        }
+        Ok(Sending::Sent)
     }
 }
 

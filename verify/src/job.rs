@@ -1,16 +1,14 @@
 //! The verification job: one chunk plus what the broker expects of it, in; the owner,
 //! address and dedup key, or a typed reason, out (R17 and R11, the expensive part).
 //!
-//! Owns: [`Expect`], [`VerifyRequest`], [`Verified`], [`VerifyError`], [`verify`] and
-//! [`verify_batch`].
+//! Owns: [`Expect`], [`VerifyRequest`], [`Verified`], [`VerifyError`] and [`verify`].
 //!
 //! Never: the cheap checks (kind, challenge, id derivation, span 0 for AUTH/EOS), which
 //! the broker core does before a job exists; state (cursors, dedup windows, rosters); or
 //! threads. A job is a pure function of its request, so the verification pool can run any
-//! request on any worker, and a slice of requests is the natural unit of work:
-//! [`verify_batch`] runs it through [`crate::verifier::Verifier`] (multi-lane BMT,
-//! batched ECDSA over the known owners' keys) with the same results as [`verify`] one by
-//! one.
+//! request on any worker, and a slice of requests is the natural unit of work (the batch
+//! path, `crate::verifier::verify_batch`, builds on these types; this file knows nothing
+//! of it, so the two never import each other).
 
 use core::fmt;
 
@@ -19,7 +17,6 @@ use bytes::Bytes;
 use crate::shape::{ShapeError, check_implicit};
 use crate::signer::CompressedKey;
 use crate::soc::{SocError, SocRef};
-use crate::verifier::Verifier;
 use crate::wire::{Address, Binding, Hash, soc_address};
 
 /// What the chunk must be.
@@ -133,13 +130,4 @@ pub fn verify(request: &VerifyRequest) -> Result<Verified, VerifyError> {
             })
         }
     }
-}
-
-/// Runs `requests`, appending one result per request to `results` in request order (the
-/// caller owns the vector and may reuse it across batches). Each result is [`verify`]'s;
-/// the work goes through a fresh [`Verifier`], so each owner's `Expect::At` chunks after
-/// its first valid one are checked against its key, all owners' together in one batch (a
-/// verification pool worker keeps its verifier, and so its key cache, across batches).
-pub fn verify_batch(requests: &[VerifyRequest], results: &mut Vec<Result<Verified, VerifyError>>) {
-    Verifier::new(requests.len().max(1)).verify_batch(requests, results);
 }

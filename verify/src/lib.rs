@@ -6,8 +6,9 @@
 //! batches that mix keys ([`batch`]), the owner-key cache ([`keycache`]), the
 //! implicit-authorship binding shapes and proximity order of docs/PROTOCOL.md R11 ([`shape`]), the
 //! client-side signing helper ([`publish`]), the stateless verification job ([`job`]),
-//! one worker's fast path ([`verifier`]), the worker pool that runs jobs in batches
-//! ([`pool`]). The throughput measurement `bps-bench verify` reports is the bench crate's.
+//! one worker's fast path and the batch entry point ([`verifier`]), the worker pool that
+//! runs jobs in batches ([`pool`]). The throughput measurement `bps-bench verify` reports is
+//! the bench crate's.
 //!
 //! Never: a socket, a runtime (monoio), or state shared between threads. Every function
 //! outside [`verifier`], [`keycache`] and [`pool`] is a pure function of its
@@ -44,7 +45,7 @@ pub use bmt::{
     BRANCHES, CHUNK_SIZE, CacError, SEGMENT_SIZE, SPAN_SIZE, bmt_root, bmt_root_with, cac_address,
     cac_address_with, validate_cac,
 };
-pub use job::{Expect, Verified, VerifyError, VerifyRequest, verify, verify_batch};
+pub use job::{Expect, Verified, VerifyError, VerifyRequest, verify};
 pub use keccak::Lanes;
 pub use keycache::KeyCache;
 pub use publish::{
@@ -60,5 +61,5 @@ pub use soc::{
     HASH_SIZE, REPLICAS_OWNER, Recovered, SIGNATURE_SIZE, SOC_MAX_CHUNK_SIZE, SOC_MIN_CHUNK_SIZE,
     SocError, SocRef, recover_soc, validate_soc, validate_soc_at, validate_soc_at_with,
 };
-pub use verifier::{Verifier, VerifierStats};
+pub use verifier::{Verifier, VerifierStats, verify_batch};
 pub use wire::{Address, Hash};

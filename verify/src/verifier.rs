@@ -1,7 +1,8 @@
 //! The fast verification path of one worker: a batch of jobs in, one result per job out,
 //! exactly [`crate::verify`]'s result for each (ARCHITECTURE.md §3).
 //!
-//! Owns: [`Verifier`] (a key cache, batch scratch and counters) and its policy:
+//! Owns: [`Verifier`] (a key cache, batch scratch and counters), [`verify_batch`] (one
+//! batch through a fresh verifier) and its policy:
 //! - every BMT goes through the multi-lane keccak ([`crate::bmt_root`] picks the widest);
 //! - `Expect::At { owner }` jobs are grouped by owner, in job order within a group. An
 //!   owner whose key is not cached ("cold") has its chunks recovered one by one, exactly
@@ -44,6 +45,15 @@ use crate::keycache::KeyCache;
 use crate::signer::COMPRESSED_KEY_SIZE;
 use crate::soc::{REPLICAS_OWNER, SocRef, signing_digest, validate_keyed_at};
 use crate::wire::{Address, Hash, soc_address};
+
+/// Runs `requests`, appending one result per request to `results` in request order (the
+/// caller owns the vector and may reuse it across batches). Each result is [`verify`]'s;
+/// the work goes through a fresh [`Verifier`], so each owner's `Expect::At` chunks after
+/// its first valid one are checked against its key, all owners' together in one batch (a
+/// verification pool worker keeps its verifier, and so its key cache, across batches).
+pub fn verify_batch(requests: &[VerifyRequest], results: &mut Vec<Result<Verified, VerifyError>>) {
+    Verifier::new(requests.len().max(1)).verify_batch(requests, results);
+}
 
 /// What a [`Verifier`] did since it was made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

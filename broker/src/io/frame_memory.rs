@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
+use super::core_id::CoreId;
 use super::lane::Doorbell;
 
 /// Frame bytes in use, against their bound; shared by every core.
@@ -149,8 +150,8 @@ impl FrameMemory {
     }
 
     /// Core `core` has a reader waiting for room: ring it at the next release.
-    pub fn wait_for_room(&self, core: usize) {
-        if !self.waiting[core].swap(true, Ordering::AcqRel) {
+    pub fn wait_for_room(&self, core: CoreId) {
+        if !self.waiting[core.index()].swap(true, Ordering::AcqRel) {
             self.waiting_cores.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -162,6 +163,7 @@ mod tests {
     use std::task::{Context, Poll, Waker};
 
     use super::FrameMemory;
+    use crate::io::core_id::CoreId;
     use crate::io::lane::Doorbell;
 
     fn memory(bytes_max: usize) -> (Arc<FrameMemory>, Arc<Doorbell>) {
@@ -191,7 +193,7 @@ mod tests {
         assert!(!memory.has_room() || memory.used() == 60);
         let frame = memory.frame(&[0; 40]);
         assert!(!memory.has_room());
-        memory.wait_for_room(0);
+        memory.wait_for_room(CoreId::new(0));
         let mut cx = Context::from_waker(Waker::noop());
         assert_eq!(bell.poll_rung(&mut cx), Poll::Pending);
         drop(frame);

@@ -34,6 +34,7 @@ use bps_proto::{CohortKey, Frame, FrameError, Hash};
 use bps_verify::fair::FairQueue;
 
 use super::Shared;
+use super::core_id::CoreId;
 use super::frame_memory::FrameMemory;
 use super::held::HeldBytes;
 use super::log_gate::LogGate;
@@ -119,7 +120,7 @@ impl Waited {
 
 /// One core's streams and gates; see the module documentation.
 pub struct CoreLink {
-    pub core: usize,
+    pub core: CoreId,
     pub shared: Arc<Shared>,
     pub router: Router,
     metrics: Arc<CoreMetrics>,
@@ -185,8 +186,8 @@ impl std::fmt::Debug for CoreLink {
 }
 
 impl CoreLink {
-    pub fn new(core: usize, shared: Arc<Shared>) -> CoreLink {
-        let metrics = Arc::clone(&shared.metrics[core]);
+    pub fn new(core: CoreId, shared: Arc<Shared>) -> CoreLink {
+        let metrics = Arc::clone(&shared.metrics[core.index()]);
         // One live entry per stream at most, and stale ones are dropped as they come up.
         let waiters_max = shared.settings.connections_max.max(1) * 2;
         CoreLink {
@@ -287,7 +288,7 @@ impl CoreLink {
     }
 
     fn open_port(&self, peer: PeerId, transport: Transport, prejoin: bool) -> Rc<Port> {
-        let stream = StreamId::new(self.core_byte(), self.next_stream.get());
+        let stream = StreamId::new(self.core.stream_byte(), self.next_stream.get());
         self.next_stream.set(self.next_stream.get() + 1);
         let settings = self.settings();
         let bounds = QueueBounds {
@@ -355,10 +356,6 @@ impl CoreLink {
             return Err(Refusal::ConnectionsMax);
         }
         Ok(())
-    }
-
-    fn core_byte(&self) -> u8 {
-        u8::try_from(self.core).expect("the broker runs at most 256 cores (a StreamId's core)")
     }
 
     /// The read gate, the one a stream passes before each frame it hands to its core and
@@ -531,7 +528,7 @@ impl CoreLink {
 
     /// The home core of the cohort a Join names (its canonical key's hash), or this core for
     /// a Join that does not validate (its own machine answers REJECTED).
-    fn home_of_join(&self, frame: &Frame) -> (usize, u64) {
+    fn home_of_join(&self, frame: &Frame) -> (CoreId, u64) {
         let Ok(join) = bps_proto::decode_join(frame.body()) else {
             return (self.core, 0);
         };
@@ -545,12 +542,12 @@ impl CoreLink {
     }
 
     /// The home core of the cohort with canonical key `key`.
-    fn home_of_key(&self, key: &CohortKey) -> usize {
+    fn home_of_key(&self, key: &CohortKey) -> CoreId {
         let cores = self.shared.lanes.len();
         if cores == 1 {
-            return 0;
+            return CoreId::new(0);
         }
-        (self.shared.home_hash.hash_one(key.as_bytes()) % cores as u64) as usize
+        CoreId::new((self.shared.home_hash.hash_one(key.as_bytes()) % cores as u64) as usize)
     }
 
     /// A write completed and `frames` frames of `bytes` bytes are on the wire.
@@ -605,7 +602,8 @@ impl CoreLink {
                 named,
                 frames,
                 reply: RelayReply {
-                    core: self.core,
+                    // bps_core's relay reply names the core by its index.
+                    core: self.core.index(),
                     relay,
                 },
             },
@@ -870,6 +868,7 @@ mod tests {
 
     use super::CoreLink;
     use crate::io::carrier::configure;
+    use crate::io::core_id::CoreId;
     use crate::io::harness::{self, GUARD};
     use crate::io::port::Transport;
     use crate::io::tcp::run;
@@ -924,7 +923,7 @@ mod tests {
                 let (shared, _) = harness::shared(1, |config| {
                     config.log.peer_lines_per_s_max = LINES_PER_S;
                 });
-                let link = Rc::new(CoreLink::new(0, shared));
+                let link = Rc::new(CoreLink::new(CoreId::new(0), shared));
                 let started = Instant::now();
                 let (listener, addr) = harness::listener();
                 let mut carriers = Vec::new();
@@ -986,6 +985,7 @@ mod gate_tests {
     use bps_proto::{Ack, Frame};
 
     use super::{Admit, CoreLink};
+    use crate::io::core_id::CoreId;
     use crate::io::harness;
     use crate::io::port::{Port, Transport};
 
@@ -1007,7 +1007,7 @@ mod gate_tests {
 
     fn link_with(edit: impl FnOnce(&mut crate::config::BrokerConfig)) -> CoreLink {
         let (shared, _) = harness::shared(1, edit);
-        CoreLink::new(0, shared)
+        CoreLink::new(CoreId::new(0), shared)
     }
 
     fn frame() -> Frame {

@@ -21,7 +21,8 @@
 //!   queue (R26), `outgoing` one message of it, and `encoding` how a delivery becomes each
 //!   carrier's messages (the `Encoder` a carrier puts on the port);
 //! - `link`: a core's streams and the gates of its carriers; `shard`: a core's machine and
-//!   its turn; `router`, `lane`: what crosses between cores; `control`: the control plane;
+//!   its turn; `router`, `lane`: what crosses between cores; `core_id`: which core;
+//!   `control`: the control plane;
 //! - `frame_memory`: the broker-wide bound on frame bytes; `log_gate`: peers' log lines.
 //!
 //! Crash means crash: a broken invariant is a panic, and the daemon's panic hook ends the
@@ -30,6 +31,7 @@
 
 mod carrier;
 mod control;
+mod core_id;
 mod encoding;
 mod frame_memory;
 #[cfg(test)]
@@ -73,6 +75,7 @@ use crate::protocol::{
     Ticket,
 };
 use control::{Control, Mailbox, ask_all};
+use core_id::CoreId;
 use frame_memory::FrameMemory;
 use link::CoreLink;
 use router::{CoreLanes, VerifyDone};
@@ -138,7 +141,7 @@ pub struct Shared {
     pub registries: Vec<Arc<CounterRegistry>>,
     pub ledger: Arc<PeerLedger>,
     /// The verification pool; `None` when every core verifies inline.
-    pub pool: Option<Pool<(usize, Ticket)>>,
+    pub pool: Option<Pool<(CoreId, Ticket)>>,
     pub pool_stats: Option<Arc<PoolStats>>,
     pub frame_memory: Arc<FrameMemory>,
     pub settings: Settings,
@@ -244,7 +247,7 @@ pub struct DrainReport {
 pub struct Broker {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
-    exited: crossbeam::channel::Receiver<usize>,
+    exited: crossbeam::channel::Receiver<CoreId>,
     listen_addr: SocketAddr,
     ws_addr: Option<SocketAddr>,
     driver: &'static str,
@@ -267,31 +270,12 @@ impl Broker {
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         let available = core_ids.len().max(1);
         let cores = config.effective_cores(available);
-        let uring = match config.server.io_uring {
-            IoUringMode::Off => false,
-            IoUringMode::Prefer => monoio::utils::detect_uring(),
-            IoUringMode::Required => {
-                if !monoio::utils::detect_uring() {
-                    return Err(StartError::IoUringUnavailable);
-                }
-                true
-            }
-        };
+        let uring = use_io_uring(config.server.io_uring)?;
         let driver = if uring { "io_uring" } else { "epoll" };
 
-        let statics = if config.ws.static_dir.is_empty() {
-            ws::StaticFiles::default()
-        } else {
-            ws::StaticFiles::load(std::path::Path::new(&config.ws.static_dir))
-                .map_err(StartError::Static)?
-        };
+        let statics = static_files(config)?;
         let (listeners, listen_addr) = bind("server.listen", config.server.listen, cores)?;
-        let (ws_listeners, ws_addr) = if config.ws.enabled {
-            let (listeners, addr) = bind("ws.listen", config.ws.listen, cores)?;
-            (listeners.into_iter().map(Some).collect(), Some(addr))
-        } else {
-            ((0..cores).map(|_| None).collect::<Vec<_>>(), None)
-        };
+        let (ws_listeners, ws_addr) = bind_ws(config, cores)?;
 
         let protocol = config.protocol();
         let ledger = Arc::new(PeerLedger::new(&protocol));
@@ -313,24 +297,14 @@ impl Broker {
             .into_iter()
             .zip(ws_listeners)
             .zip(machines.drain(..));
-        for (core, ((listener, ws_listener), machine)) in per_core.enumerate() {
-            let shared = Arc::clone(&shared);
-            let pin = core_ids.get(core % available).copied();
-            let exit_tx = exit_tx.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("bps-core-{core}"))
-                .spawn(move || {
-                    if let Some(id) = pin {
-                        core_affinity::set_for_current(id);
-                    }
-                    shared.cpu_clocks[core].claim();
-                    let result = run_core(core, shared, (listener, ws_listener), machine, uring);
-                    if let Err(error) = result {
-                        tracing::error!(core, %error, "core runtime failed");
-                    }
-                    let _ = exit_tx.send(core);
-                })
-                .map_err(StartError::Runtime)?;
+        for (core, (listeners, machine)) in CoreId::all(cores).zip(per_core) {
+            let pin = core_ids.get(core.index() % available).copied();
+            let thread = spawn_core(
+                core,
+                (Arc::clone(&shared), listeners, machine),
+                (pin, uring),
+                exit_tx.clone(),
+            )?;
             threads.push(thread);
         }
         Ok(Self {
@@ -510,7 +484,7 @@ fn start_pool(
     cores: usize,
     core_ids: &[core_affinity::CoreId],
     lanes: Arc<[CoreLanes]>,
-) -> Pool<(usize, Ticket)> {
+) -> Pool<(CoreId, Ticket)> {
     let pins: Vec<core_affinity::CoreId> = core_ids.iter().copied().take(cores).collect();
     Pool::start(
         PoolConfig {
@@ -531,7 +505,7 @@ fn start_pool(
         },
         move |batch: Vec<VerifyDone>| {
             for done in batch {
-                lanes[done.tag.0].push_result(done);
+                lanes[done.tag.0.index()].push_result(done);
             }
         },
     )
@@ -539,6 +513,61 @@ fn start_pool(
 
 /// One core's listeners: BPS over TCP, and WebSocket when enabled.
 type CoreListeners = (std::net::TcpListener, Option<std::net::TcpListener>);
+
+/// Whether the cores run on io_uring: `server.io_uring` against what the kernel allows.
+fn use_io_uring(mode: IoUringMode) -> Result<bool, StartError> {
+    match mode {
+        IoUringMode::Off => Ok(false),
+        IoUringMode::Prefer => Ok(monoio::utils::detect_uring()),
+        IoUringMode::Required if monoio::utils::detect_uring() => Ok(true),
+        IoUringMode::Required => Err(StartError::IoUringUnavailable),
+    }
+}
+
+/// The files of `ws.static_dir`, loaded once at start (none when it is empty).
+fn static_files(config: &BrokerConfig) -> Result<ws::StaticFiles, StartError> {
+    if config.ws.static_dir.is_empty() {
+        return Ok(ws::StaticFiles::default());
+    }
+    ws::StaticFiles::load(std::path::Path::new(&config.ws.static_dir)).map_err(StartError::Static)
+}
+
+/// One WebSocket listener per core on `ws.listen`, with the address they got; one `None`
+/// per core when the WebSocket listener is disabled.
+fn bind_ws(
+    config: &BrokerConfig,
+    cores: usize,
+) -> Result<(Vec<Option<std::net::TcpListener>>, Option<SocketAddr>), StartError> {
+    if !config.ws.enabled {
+        return Ok(((0..cores).map(|_| None).collect(), None));
+    }
+    let (listeners, addr) = bind("ws.listen", config.ws.listen, cores)?;
+    Ok((listeners.into_iter().map(Some).collect(), Some(addr)))
+}
+
+/// Starts core `core`'s thread: pinned to `pin` if there is one, its CPU clock claimed, its
+/// runtime run until it ends; its index goes to `exit_tx` when it does.
+fn spawn_core(
+    core: CoreId,
+    (shared, listeners, machine): (Arc<Shared>, CoreListeners, Machine),
+    (pin, uring): (Option<core_affinity::CoreId>, bool),
+    exit_tx: crossbeam::channel::Sender<CoreId>,
+) -> Result<JoinHandle<()>, StartError> {
+    std::thread::Builder::new()
+        .name(format!("bps-core-{core}"))
+        .spawn(move || {
+            if let Some(id) = pin {
+                core_affinity::set_for_current(id);
+            }
+            shared.cpu_clocks[core.index()].claim();
+            let result = run_core(core, shared, listeners, machine, uring);
+            if let Err(error) = result {
+                tracing::error!(core = core.index(), %error, "core runtime failed");
+            }
+            let _ = exit_tx.send(core);
+        })
+        .map_err(StartError::Runtime)
+}
 
 /// Binds `cores` listeners on `addr` (the config key `key`); with the address they got.
 fn bind(
@@ -553,7 +582,7 @@ fn bind(
 }
 
 fn run_core(
-    core: usize,
+    core: CoreId,
     shared: Arc<Shared>,
     listeners: CoreListeners,
     machine: Machine,
@@ -573,7 +602,7 @@ fn run_core(
 }
 
 async fn serve(
-    core: usize,
+    core: CoreId,
     shared: Arc<Shared>,
     (listener, ws_listener): CoreListeners,
     machine: Machine,
@@ -592,14 +621,14 @@ async fn serve(
 }
 
 /// Debug builds only: panics core `BPS_BROKER_TEST_PANIC_CORE` a moment after start.
-fn inject_panic(core: usize) {
+fn inject_panic(core: CoreId) {
     if !cfg!(debug_assertions) {
         return;
     }
     let chosen = std::env::var(PANIC_CORE_ENV)
         .ok()
         .and_then(|value| value.parse::<usize>().ok());
-    if chosen == Some(core) {
+    if chosen == Some(core.index()) {
         monoio::spawn(async move {
             monoio::time::sleep(Duration::from_millis(500)).await;
             panic!("{PANIC_CORE_ENV}: core {core} panics as asked");

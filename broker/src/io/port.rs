@@ -51,6 +51,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::core_id::CoreId;
 use super::encoding::{Framing, Renditions};
 use super::frame_memory::FrameMemory;
 use super::held::HeldBytes;
@@ -120,7 +121,7 @@ pub struct Port {
     framing: RefCell<Framing>,
     /// A W11 session: its Join carries an addr the broker drew.
     anonymous: Cell<bool>,
-    home: Cell<Option<usize>>,
+    home: Cell<Option<CoreId>>,
     life: Cell<Life>,
     closing: RefCell<Option<Closing>>,
     /// Whether the home core already knows the stream ended (it decided the close, or the
@@ -308,11 +309,11 @@ impl Port {
     }
 
     /// The core whose machine owns this stream's cohort, once its Join went there.
-    pub fn home(&self) -> Option<usize> {
+    pub fn home(&self) -> Option<CoreId> {
         self.home.get()
     }
 
-    pub fn set_home(&self, core: usize) {
+    pub fn set_home(&self, core: CoreId) {
         assert!(
             self.home.replace(Some(core)).is_none(),
             "a stream joins once"

@@ -158,6 +158,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::{Receivers, expire_stalled};
+    use crate::io::core_id::CoreId;
     use crate::io::harness;
     use crate::io::link::CoreLink;
     use crate::io::outgoing::Outgoing;
@@ -168,7 +169,7 @@ mod tests {
             config.limits.prejoin_connections_per_peer_max = 64;
             edit(config);
         });
-        CoreLink::new(0, shared)
+        CoreLink::new(CoreId::new(0), shared)
     }
 
     /// A port of `link` from 127.0.0.`host` holding `bytes` queued, stamped at `at`.

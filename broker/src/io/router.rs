@@ -6,8 +6,9 @@
 //! chunk, towards a cohort's home core), `OwnerMsg` (machine to stream: Send, Backlog,
 //! Deliver, Close, and the outcome of a relay, towards the core that owns the connection),
 //! `CoreLanes` (one core's inbound lanes: home, owner, credits, verification
-//! results, and its doorbell) and `Router` (one core's sending side: lanes to every core, an
-//! overflow per destination and direction, and the local queue for messages to itself).
+//! results, and its doorbell), `Overflow` (one direction's waiting messages, a queue per
+//! destination, the same for both directions) and `Router` (one core's sending side: lanes to
+//! every core, an overflow per direction, and the local queue for messages to itself).
 //!
 //! Why two directions: a Join, a Credit or a Close must not wait behind a turn's worth of
 //! deliveries, and order only matters within a direction (a stream's Join before its frames
@@ -45,7 +46,7 @@
 //!   out what is needed, drop the borrow, then act. A double borrow is a panic, which ends
 //!   the process (crash means crash).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,6 +58,7 @@ use bps_verify::pool::Done;
 use bytes::Bytes;
 use crossbeam::queue::SegQueue;
 
+use super::core_id::CoreId;
 use super::lane::{Doorbell, Lane};
 use crate::metrics::CoreMetrics;
 use crate::protocol::{
@@ -75,7 +77,7 @@ impl std::fmt::Debug for RelayFrames {
 }
 
 /// A verification result on its way back to the core that asked for it.
-pub type VerifyDone = Done<(usize, Ticket)>;
+pub type VerifyDone = Done<(CoreId, Ticket)>;
 
 /// To the home core of a stream's cohort: what the stream did.
 #[derive(Debug)]
@@ -208,23 +210,20 @@ impl CoreLanes {
 /// One core's sending side.
 #[derive(Debug)]
 pub struct Router {
-    core: usize,
+    core: CoreId,
     lanes: Arc<[CoreLanes]>,
     metrics: Arc<CoreMetrics>,
     /// Home messages to this core itself, in order.
     local_home: RefCell<VecDeque<HomeMsg>>,
-    overflow_home: RefCell<Vec<VecDeque<HomeMsg>>>,
-    overflow_owner: RefCell<Vec<VecDeque<OwnerMsg>>>,
-    /// Messages waiting in all overflows, and in the owner-direction ones.
-    overflowed: Cell<usize>,
-    owner_overflowed: Cell<usize>,
+    overflow_home: RefCell<Overflow<HomeMsg>>,
+    overflow_owner: RefCell<Overflow<OwnerMsg>>,
     owner_overflow_messages_max: usize,
     readers_waiting: RefCell<Vec<Waker>>,
 }
 
 impl Router {
     pub fn new(
-        core: usize,
+        core: CoreId,
         lanes: Arc<[CoreLanes]>,
         metrics: Arc<CoreMetrics>,
         owner_overflow_messages_max: usize,
@@ -235,10 +234,8 @@ impl Router {
             lanes,
             metrics,
             local_home: RefCell::new(VecDeque::new()),
-            overflow_home: RefCell::new((0..cores).map(|_| VecDeque::new()).collect()),
-            overflow_owner: RefCell::new((0..cores).map(|_| VecDeque::new()).collect()),
-            overflowed: Cell::new(0),
-            owner_overflowed: Cell::new(0),
+            overflow_home: RefCell::new(Overflow::new(cores, home_lane)),
+            overflow_owner: RefCell::new(Overflow::new(cores, owner_lane)),
             owner_overflow_messages_max,
             readers_waiting: RefCell::new(Vec::new()),
         }
@@ -251,58 +248,42 @@ impl Router {
 
     /// This core's own lanes.
     pub fn inbound(&self) -> &CoreLanes {
-        &self.lanes[self.core]
+        &self.lanes[self.core.index()]
     }
 
     /// Sends towards a home core (this one included).
-    pub fn to_home(&self, core: usize, msg: HomeMsg) {
+    pub fn to_home(&self, core: CoreId, msg: HomeMsg) {
         if core == self.core {
             self.local_home.borrow_mut().push_back(msg);
             self.inbound().doorbell.ring();
             return;
         }
-        let mut overflow = self.overflow_home.borrow_mut();
-        let queue = &mut overflow[core];
-        let msg = if queue.is_empty() {
-            match self.lanes[core].home.push(msg) {
-                Ok(()) => return,
-                Err(msg) => msg,
-            }
-        } else {
-            msg
-        };
-        self.metrics.inbox_full.inc();
-        queue.push_back(msg);
-        self.overflowed.set(self.overflowed.get() + 1);
-        self.want_space(core);
+        self.send_or_hold(&self.overflow_home, core, msg);
     }
 
     /// Sends towards another core that owns a stream (messages to this core's own streams
     /// are executed where they are decided, never routed).
-    pub fn to_owner(&self, core: usize, msg: OwnerMsg) {
+    pub fn to_owner(&self, core: CoreId, msg: OwnerMsg) {
         assert_ne!(core, self.core, "a core executes its own streams' actions");
-        let mut overflow = self.overflow_owner.borrow_mut();
-        let queue = &mut overflow[core];
-        let msg = if queue.is_empty() {
-            match self.lanes[core].owner.push(msg) {
-                Ok(()) => return,
-                Err(msg) => msg,
-            }
-        } else {
-            msg
-        };
-        self.metrics.inbox_full.inc();
-        queue.push_back(msg);
-        self.overflowed.set(self.overflowed.get() + 1);
-        self.owner_overflowed.set(self.owner_overflowed.get() + 1);
-        self.want_space(core);
+        self.send_or_hold(&self.overflow_owner, core, msg);
+    }
+
+    /// Sends `msg` through `overflow` towards `core`; a message that has to wait counts as
+    /// a full inbox and asks `core` to ring this one when it has room.
+    fn send_or_hold<T>(&self, overflow: &RefCell<Overflow<T>>, core: CoreId, msg: T) {
+        let mut overflow = overflow.borrow_mut();
+        if overflow.send(&self.lanes, core, msg) == Sent::Held {
+            self.metrics.inbox_full.inc();
+            self.want_space(core);
+        }
     }
 
     /// One read-window credit for a stream of another core.
-    pub fn credit(&self, core: usize, stream: StreamId) {
+    pub fn credit(&self, core: CoreId, stream: StreamId) {
         assert_ne!(core, self.core, "a core credits its own streams directly");
-        self.lanes[core].credits.push(stream);
-        self.lanes[core].doorbell.ring();
+        let lanes = &self.lanes[core.index()];
+        lanes.credits.push(stream);
+        lanes.doorbell.ring();
     }
 
     /// The next home message for this core: its own first, then the lane's.
@@ -318,33 +299,16 @@ impl Router {
 
     /// Moves overflowed messages into their lanes, in order, as far as there is room.
     pub fn retry_overflow(&self) {
-        if self.overflowed.get() == 0 {
+        if self.overflowed() == 0 {
             return;
         }
-        let mut moved = 0;
-        {
-            let mut overflow = self.overflow_home.borrow_mut();
-            for (core, queue) in overflow.iter_mut().enumerate() {
-                moved += drain_into(queue, |msg| self.lanes[core].home.push(msg));
-                if !queue.is_empty() {
-                    self.want_space(core);
-                }
-            }
-        }
-        let mut owner_moved = 0;
-        {
-            let mut overflow = self.overflow_owner.borrow_mut();
-            for (core, queue) in overflow.iter_mut().enumerate() {
-                owner_moved += drain_into(queue, |msg| self.lanes[core].owner.push(msg));
-                if !queue.is_empty() {
-                    self.want_space(core);
-                }
-            }
-        }
-        self.overflowed
-            .set(self.overflowed.get() - moved - owner_moved);
-        self.owner_overflowed
-            .set(self.owner_overflowed.get() - owner_moved);
+        let want_space = |core| self.want_space(core);
+        self.overflow_home
+            .borrow_mut()
+            .retry(&self.lanes, want_space);
+        self.overflow_owner
+            .borrow_mut()
+            .retry(&self.lanes, want_space);
         if !self.reads_paused() {
             for waker in self.readers_waiting.borrow_mut().drain(..) {
                 waker.wake();
@@ -354,17 +318,17 @@ impl Router {
 
     /// Messages waiting in this core's overflows.
     pub fn overflowed(&self) -> usize {
-        self.overflowed.get()
+        self.overflow_home.borrow().held + self.overflow_owner.borrow().held
     }
 
     /// Whether readers must wait: some home-direction overflow is non-empty.
     pub fn reads_paused(&self) -> bool {
-        self.overflowed.get() > 0 && self.overflow_home.borrow().iter().any(|q| !q.is_empty())
+        self.overflow_home.borrow().held > 0
     }
 
     /// Whether the core must not take work that produces owner messages.
     pub fn work_paused(&self) -> bool {
-        self.owner_overflowed.get() >= self.owner_overflow_messages_max
+        self.overflow_owner.borrow().held >= self.owner_overflow_messages_max
     }
 
     /// `Ready` while reads are not paused; registers the reader's waker otherwise.
@@ -377,22 +341,80 @@ impl Router {
         }
     }
 
-    fn want_space(&self, core: usize) {
-        self.lanes[core].space_wanted[self.core].store(true, Ordering::Release);
+    fn want_space(&self, core: CoreId) {
+        self.lanes[core.index()].space_wanted[self.core.index()].store(true, Ordering::Release);
     }
 }
 
-/// Pushes from the front of `queue` until `push` refuses; returns how many went.
-fn drain_into<T>(queue: &mut VecDeque<T>, push: impl Fn(T) -> Result<(), T>) -> usize {
-    let mut moved = 0;
-    while let Some(msg) = queue.pop_front() {
-        if let Err(msg) = push(msg) {
-            queue.push_front(msg);
-            break;
+/// Whether a message went into its lane or waits in the overflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    Laned,
+    Held,
+}
+
+/// One direction's overflow (home or owner): per destination core, the messages its full
+/// lane handed back, in order. A destination with waiting messages gets later ones queued
+/// behind them, never pushed past them into its lane.
+#[derive(Debug)]
+struct Overflow<T> {
+    queues: Vec<VecDeque<T>>,
+    /// Messages waiting in all of `queues`.
+    held: usize,
+    /// This direction's lane in a core's inbound lanes.
+    lane: fn(&CoreLanes) -> &Lane<T>,
+}
+
+impl<T> Overflow<T> {
+    fn new(cores: usize, lane: fn(&CoreLanes) -> &Lane<T>) -> Self {
+        Overflow {
+            queues: (0..cores).map(|_| VecDeque::new()).collect(),
+            held: 0,
+            lane,
         }
-        moved += 1;
     }
-    moved
+
+    /// Pushes `msg` into `core`'s lane, or behind the messages already waiting for it.
+    fn send(&mut self, lanes: &[CoreLanes], core: CoreId, msg: T) -> Sent {
+        let queue = &mut self.queues[core.index()];
+        let msg = if queue.is_empty() {
+            match (self.lane)(&lanes[core.index()]).push(msg) {
+                Ok(()) => return Sent::Laned,
+                Err(msg) => msg,
+            }
+        } else {
+            msg
+        };
+        queue.push_back(msg);
+        self.held += 1;
+        Sent::Held
+    }
+
+    /// Moves waiting messages into their lanes, in order, as far as there is room; calls
+    /// `want_space` for every destination that still has messages waiting.
+    fn retry(&mut self, lanes: &[CoreLanes], want_space: impl Fn(CoreId)) {
+        for (core, queue) in CoreId::all(lanes.len()).zip(self.queues.iter_mut()) {
+            let lane = (self.lane)(&lanes[core.index()]);
+            while let Some(msg) = queue.pop_front() {
+                if let Err(msg) = lane.push(msg) {
+                    queue.push_front(msg);
+                    break;
+                }
+                self.held -= 1;
+            }
+            if !queue.is_empty() {
+                want_space(core);
+            }
+        }
+    }
+}
+
+fn home_lane(lanes: &CoreLanes) -> &Lane<HomeMsg> {
+    &lanes.home
+}
+
+fn owner_lane(lanes: &CoreLanes) -> &Lane<OwnerMsg> {
+    &lanes.owner
 }
 
 #[cfg(test)]
@@ -402,6 +424,7 @@ mod tests {
     use std::task::{Context, Poll, Wake, Waker};
 
     use super::{CoreLanes, HomeMsg, OwnerMsg, Router};
+    use crate::io::core_id::CoreId;
     use crate::metrics::CoreMetrics;
     use crate::protocol::{CloseReason, ClosedBy, StreamId};
 
@@ -434,9 +457,14 @@ mod tests {
     #[test]
     fn a_full_lane_overflows_in_order_pauses_readers_and_the_consumer_wakes_the_sender() {
         let lanes = lanes(2);
-        let router = Router::new(0, Arc::clone(&lanes), CoreMetrics::new_shared(), 100);
+        let router = Router::new(
+            CoreId::new(0),
+            Arc::clone(&lanes),
+            CoreMetrics::new_shared(),
+            100,
+        );
         for local in 0..5 {
-            router.to_home(1, closed(local));
+            router.to_home(CoreId::new(1), closed(local));
         }
         assert_eq!(router.overflowed(), 3);
         assert!(router.reads_paused());
@@ -475,11 +503,17 @@ mod tests {
     #[test]
     fn owner_overflow_at_its_bound_pauses_work_not_reads() {
         let lanes = lanes(1);
-        let router = Router::new(0, Arc::clone(&lanes), CoreMetrics::new_shared(), 2);
-        router.to_owner(1, close(0));
-        router.to_owner(1, close(1));
+        let router = Router::new(
+            CoreId::new(0),
+            Arc::clone(&lanes),
+            CoreMetrics::new_shared(),
+            2,
+        );
+        let other = CoreId::new(1);
+        router.to_owner(other, close(0));
+        router.to_owner(other, close(1));
         assert!(!router.work_paused());
-        router.to_owner(1, close(2));
+        router.to_owner(other, close(2));
         assert!(router.work_paused());
         assert!(!router.reads_paused());
         while lanes[1].owner.pop().is_some() {}

@@ -54,6 +54,7 @@ use bps_verify::verifier::Verifier;
 use bytes::Bytes;
 
 use super::control::Control;
+use super::core_id::CoreId;
 use super::encoding::Renditions;
 use super::link::CoreLink;
 use super::notify::yield_turn;
@@ -98,8 +99,8 @@ struct JobOrigin {
 
 /// The fairness class of cohort `serial` of core `core`: the pool is shared by every core,
 /// and serials are per core (a core index fits 8 bits, a `StreamId`'s core byte).
-fn fairness_class(core: usize, serial: CohortSerial) -> u64 {
-    serial.get() << 8 | core as u64
+fn fairness_class(core: CoreId, serial: CohortSerial) -> u64 {
+    serial.get() << 8 | core.index() as u64
 }
 
 fn micros(since: Instant) -> u64 {
@@ -182,7 +183,7 @@ impl Shard {
         loop {
             self.wait_for_work().await;
             let now = self.link.shared.now();
-            self.link.shared.mailboxes[self.link.core].beat(now.as_ms());
+            self.link.shared.mailboxes[self.link.core.index()].beat(now.as_ms());
             self.turn(now);
             if self.link.draining() && self.link.ports_open() == 0 && !self.link.router.has_home() {
                 return;
@@ -222,7 +223,7 @@ impl Shard {
         self.verify_inline();
         self.link.router.retry_overflow();
         let lanes = self.link.router.lanes();
-        lanes[self.link.core].ring_waiting_senders(lanes);
+        lanes[self.link.core.index()].ring_waiting_senders(lanes);
         self.link.wake_memory_waiters();
         self.update_gauges();
     }
@@ -259,7 +260,7 @@ impl Shard {
         let lanes = self.link.router.inbound();
         let paused = self.link.router.work_paused();
         let (credits, results) = lanes.has_credits_or_results();
-        !self.link.shared.mailboxes[self.link.core].is_empty()
+        !self.link.shared.mailboxes[self.link.core.index()].is_empty()
             || credits
             || !lanes.owner.is_empty()
             || (!paused
@@ -317,7 +318,7 @@ impl Shard {
     // ----- inputs -----
 
     fn take_control(&self) {
-        let mailbox = &self.link.shared.mailboxes[self.link.core];
+        let mailbox = &self.link.shared.mailboxes[self.link.core.index()];
         while let Some(message) = mailbox.take() {
             match message {
                 Control::Ping { reply } => {
@@ -418,11 +419,13 @@ impl Shard {
 
     /// The outcome of a relay, to the core that holds its POST.
     fn answer_relay(&self, reply: RelayReply, outcome: RelayOutcome) {
-        if reply.core == self.link.core {
+        // bps_core's relay reply names the core by its index.
+        let core = CoreId::new(reply.core);
+        if core == self.link.core {
             self.link.relayed(reply.relay, outcome);
         } else {
             self.link.router.to_owner(
-                reply.core,
+                core,
                 OwnerMsg::Relayed {
                     relay: reply.relay,
                     outcome,
@@ -546,7 +549,7 @@ impl Shard {
                 Action::Consumed { stream } => self.consumed(stream),
                 Action::Close { stream, reason } => {
                     self.cancel_queued(stream);
-                    let owner = usize::from(stream.core());
+                    let owner = CoreId::of_stream(stream);
                     if owner == self.link.core {
                         self.close_local(stream, &reason);
                     } else {
@@ -652,7 +655,7 @@ impl Shard {
     }
 
     fn send(&self, stream: StreamId, frame: Bytes, notice: Option<WriteNotice>) {
-        let owner = usize::from(stream.core());
+        let owner = CoreId::of_stream(stream);
         if owner == self.link.core {
             self.enqueue_single(stream, &frame, notice);
         } else {
@@ -669,7 +672,7 @@ impl Shard {
 
     /// D11: a history backlog, queued here or sent to the stream's own core.
     fn backlog(&self, stream: StreamId, frames: Vec<Delivered>) {
-        let owner = usize::from(stream.core());
+        let owner = CoreId::of_stream(stream);
         if owner == self.link.core {
             self.enqueue_backlog(stream, frames);
         } else {
@@ -707,9 +710,9 @@ impl Shard {
         let all = Arc::clone(&targets.all);
         let mut from = 0;
         while from < all.len() {
-            let core = usize::from(all[from].core());
+            let core = CoreId::of_stream(all[from]);
             let to =
-                from + all[from..].partition_point(|stream| usize::from(stream.core()) == core);
+                from + all[from..].partition_point(|stream| CoreId::of_stream(*stream) == core);
             if core == self.link.core {
                 let mut renditions = Renditions::new(&frame, &facts, self.link.memory());
                 for stream in &all[from..to] {
@@ -789,7 +792,7 @@ impl Shard {
     }
 
     fn consumed(&self, stream: StreamId) {
-        let owner = usize::from(stream.core());
+        let owner = CoreId::of_stream(stream);
         if owner == self.link.core {
             self.link.credit(stream);
         } else {
@@ -886,7 +889,7 @@ impl Shard {
             .set(self.verifications.get() as u64);
         match &self.link.shared.pool_stats {
             // The pool is shared: one core reports it, so the merged gauge is not multiplied.
-            Some(stats) if self.link.core == 0 => metrics
+            Some(stats) if self.link.core == CoreId::new(0) => metrics
                 .verify_queue_depth
                 .set(stats.depth.load(Ordering::Relaxed) as u64),
             Some(_) => {}
@@ -905,6 +908,7 @@ mod tests {
 
     use super::Shard;
     use crate::io::control::{Control, ask_all};
+    use crate::io::core_id::CoreId;
     use crate::io::harness::{self, GUARD};
     use crate::io::link::CoreLink;
     use crate::io::router::{HomeMsg, OwnerMsg};
@@ -928,12 +932,12 @@ mod tests {
                 .enable_timer()
                 .build();
             runtime.expect("runtime").block_on(async move {
-                let link = Rc::new(CoreLink::new(0, core_shared));
+                let link = Rc::new(CoreLink::new(CoreId::new(0), core_shared));
                 // Core 1 never runs (it is stuck): what core 0 owes it overflows until core 0
                 // stops taking work that produces more (transitive backpressure).
                 for local in 0..2 * LANE_MESSAGES_MAX as u64 {
                     link.router.to_owner(
-                        1,
+                        CoreId::new(1),
                         OwnerMsg::Close {
                             stream: StreamId::new(1, local),
                             reason: CloseReason::Inactive,

@@ -114,6 +114,7 @@ mod tests {
 
     use super::run;
     use crate::io::carrier::{KEEPALIVE_PROBES, configure};
+    use crate::io::core_id::CoreId;
     use crate::io::harness::{self, GUARD};
     use crate::io::link::CoreLink;
     use crate::io::outbound::{QueueFull, Queued};
@@ -157,7 +158,7 @@ mod tests {
 
     fn link_with(edit: impl FnOnce(&mut crate::config::BrokerConfig)) -> Rc<CoreLink> {
         let (shared, _) = harness::shared(1, edit);
-        Rc::new(CoreLink::new(0, shared))
+        Rc::new(CoreLink::new(CoreId::new(0), shared))
     }
 
     /// `count` frames of `bytes` bytes, each with a pattern of its own, so that a lost,

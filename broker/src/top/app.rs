@@ -136,10 +136,12 @@ fn watch(
     client: &AdminClient,
     options: &Options,
 ) -> Option<String> {
-    let mut sort = options.sort;
-    let mut previous: Option<Scrape> = None;
-    let mut view: Option<View> = None;
-    let mut problem: Option<String> = None;
+    let mut screen = Screen {
+        sort: options.sort,
+        previous: None,
+        view: None,
+        problem: None,
+    };
     let mut next_scrape = Instant::now();
     let mut redraw = true;
     loop {
@@ -149,61 +151,104 @@ fn watch(
         redraw |= signals.take_resized();
         if Instant::now() >= next_scrape {
             next_scrape = Instant::now() + options.interval;
-            match scrape(client) {
-                Ok(current) => {
-                    view = Some(View::new(&current, previous.as_ref(), sort));
-                    previous = Some(current);
-                    problem = None;
-                }
-                Err(error) => {
-                    // Rates restart after an outage: the broker may have restarted.
-                    view = None;
-                    previous = None;
-                    problem = Some(format!("{error}; retrying every {:?}", options.interval));
-                }
-            }
+            screen.rescrape(client, options.interval);
             redraw = true;
         }
         if redraw {
-            let (width, height) = terminal.size();
-            let lines = render(&Frame {
-                admin: client.admin(),
-                view: view.as_ref(),
-                sort,
-                interval: options.interval,
-                problem: problem.as_deref(),
-                width,
-                height: Some(height),
-                keys: true,
-            });
-            if let Err(error) = terminal.draw(&lines) {
+            if let Err(error) = screen.draw(terminal, client, options.interval) {
                 return Some(format!("cannot write to the terminal: {error}"));
             }
             redraw = false;
         }
         let wait = next_scrape.saturating_duration_since(Instant::now());
         match terminal.keys(wait) {
-            Ok(Input::Keys(keys)) => {
-                for key in keys {
-                    match key {
-                        ESCAPE => break,
-                        b'q' | b'Q' | CTRL_C | CTRL_D => return None,
-                        key => {
-                            if let Some(chosen) = SortKey::of_key(char::from(key)) {
-                                sort = chosen;
-                                if let Some(view) = view.as_mut() {
-                                    view.sort(sort);
-                                }
-                                // At once rather than at the next scrape.
-                                redraw = true;
-                            }
-                        }
-                    }
-                }
-            }
+            Ok(Input::Keys(keys)) => match screen.take_keys(&keys) {
+                Keys::Quit => return None,
+                Keys::Taken { resorted } => redraw |= resorted,
+            },
             Ok(Input::Nothing) => {}
             Ok(Input::Closed) => return None,
             Err(error) => return Some(format!("cannot read the terminal: {error}")),
         }
+    }
+}
+
+/// What the live screen shows: the order, the last scrape (for rates) and the view of it,
+/// or the problem while the broker is down.
+struct Screen {
+    sort: SortKey,
+    previous: Option<Scrape>,
+    view: Option<View>,
+    problem: Option<String>,
+}
+
+/// What a batch of keys asked for.
+enum Keys {
+    Quit,
+    /// Taken; `resorted` when the order changed, so the screen is redrawn at once rather
+    /// than at the next scrape.
+    Taken {
+        resorted: bool,
+    },
+}
+
+impl Screen {
+    /// Scrapes now: a new view with rates against the last scrape, or the problem.
+    fn rescrape(&mut self, client: &AdminClient, interval: Duration) {
+        match scrape(client) {
+            Ok(current) => {
+                self.view = Some(View::new(&current, self.previous.as_ref(), self.sort));
+                self.previous = Some(current);
+                self.problem = None;
+            }
+            Err(error) => {
+                // Rates restart after an outage: the broker may have restarted.
+                self.view = None;
+                self.previous = None;
+                self.problem = Some(format!("{error}; retrying every {interval:?}"));
+            }
+        }
+    }
+
+    fn draw(
+        &self,
+        terminal: &mut RawTerminal,
+        client: &AdminClient,
+        interval: Duration,
+    ) -> std::io::Result<()> {
+        let (width, height) = terminal.size();
+        let lines = render(&Frame {
+            admin: client.admin(),
+            view: self.view.as_ref(),
+            sort: self.sort,
+            interval,
+            problem: self.problem.as_deref(),
+            width,
+            height: Some(height),
+            keys: true,
+        });
+        terminal.draw(&lines)
+    }
+
+    /// Takes `keys` in order: a sort key re-sorts, a quit key quits, an escape sequence
+    /// ends the batch (its other bytes are not keys).
+    fn take_keys(&mut self, keys: &[u8]) -> Keys {
+        let mut resorted = false;
+        for &key in keys {
+            match key {
+                ESCAPE => break,
+                b'q' | b'Q' | CTRL_C | CTRL_D => return Keys::Quit,
+                key => {
+                    if let Some(chosen) = SortKey::of_key(char::from(key)) {
+                        self.sort = chosen;
+                        if let Some(view) = self.view.as_mut() {
+                            view.sort(chosen);
+                        }
+                        resorted = true;
+                    }
+                }
+            }
+        }
+        Keys::Taken { resorted }
     }
 }

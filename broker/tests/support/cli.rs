@@ -1,9 +1,8 @@
 //! The `bps` terminal client as a black-box test runs it: the binary itself, and a running
 //! `bps sub --json` whose stdout lines are read as they come.
 //!
-//! Owns: [`bps_binary`] (the workspace's `bps`, built once per test process by the cargo
-//! that runs the tests: it belongs to another package, and cargo builds only this package's
-//! binaries for its tests) and [`JsonSub`] (the child process, killed on drop, its lines
+//! Owns: [`bps_binary`] (the workspace's `bps`, built once per test process: it belongs to
+//! another package, so `sibling_binary` builds it) and [`JsonSub`] (the child process, killed on drop, its lines
 //! parsed as JSON, its stderr kept for failure messages).
 //!
 //! Never: interprets the lines (the tests do) or links the client's code into the check.
@@ -20,40 +19,16 @@ use serde_json::Value;
 
 use super::WAIT;
 
+// The client's test support owns the one cargo invocation that builds a sibling binary.
+#[path = "../../../client/tests/support/sibling_binary.rs"]
+mod sibling_binary;
+
 /// The path of the `bps` binary, up to date with the workspace's sources.
 pub fn bps_binary() -> PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(build_bps).clone()
-}
-
-/// Runs `cargo build` for `bps` in the profile of these tests and returns the executable
-/// cargo reports (wherever the target directory is).
-fn build_bps() -> PathBuf {
-    let mut command = Command::new(env!("CARGO"));
-    command.current_dir(env!("CARGO_MANIFEST_DIR")).args([
-        "build",
-        "--quiet",
-        "--package",
-        "bps-client",
-        "--bin",
-        "bps",
-        "--message-format=json",
-    ]);
-    if !cfg!(debug_assertions) {
-        command.arg("--release");
-    }
-    let output = command
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run cargo build for bps");
-    assert!(output.status.success(), "cargo build for bps failed");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|message| message["reason"] == "compiler-artifact")
-        .filter(|message| message["target"]["name"] == "bps")
-        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
-        .expect("cargo names the bps executable")
+    BINARY
+        .get_or_init(|| sibling_binary::build_sibling("bps-client", "bps"))
+        .clone()
 }
 
 /// A running `bps sub --json`.

@@ -2,8 +2,8 @@
 //! bench package, which includes this file): built by the cargo that runs the tests, started
 //! on loopback with free ports and one core, killed when dropped.
 //!
-//! Owns: [`broker_binary`] (the broker belongs to another package, and cargo builds only a
-//! package's own binaries for its tests, so it is built here once per test process) and
+//! Owns: [`broker_binary`] (the broker belongs to another package, so it is built here once
+//! per test process, by `sibling_binary`) and
 //! [`Broker`] (the child, its listening addresses from its `bps-broker listening` line, its
 //! stderr kept for failure messages).
 //!
@@ -18,43 +18,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
+#[path = "sibling_binary.rs"]
+mod sibling_binary;
+
 /// Time the broker gets to print its listening line (generous: a loaded 2-core machine).
 const START_WAIT: Duration = Duration::from_secs(60);
 
 /// The path of the `bps-broker` binary, up to date with the workspace's sources.
 pub fn broker_binary() -> PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(build_broker).clone()
-}
-
-/// Runs `cargo build` for `bps-broker` in the profile of these tests and returns the
-/// executable cargo reports (wherever the target directory is).
-fn build_broker() -> PathBuf {
-    let mut command = Command::new(env!("CARGO"));
-    command.current_dir(env!("CARGO_MANIFEST_DIR")).args([
-        "build",
-        "--quiet",
-        "--package",
-        "bps-broker",
-        "--bin",
-        "bps-broker",
-        "--message-format=json",
-    ]);
-    if !cfg!(debug_assertions) {
-        command.arg("--release");
-    }
-    let output = command
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run cargo build for bps-broker");
-    assert!(output.status.success(), "cargo build for bps-broker failed");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|message| message["reason"] == "compiler-artifact")
-        .filter(|message| message["target"]["name"] == "bps-broker")
-        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
-        .expect("cargo names the bps-broker executable")
+    BINARY
+        .get_or_init(|| sibling_binary::build_sibling("bps-broker", "bps-broker"))
+        .clone()
 }
 
 /// A running broker; killed and reaped when dropped.

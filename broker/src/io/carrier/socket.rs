@@ -44,7 +44,7 @@ pub async fn accept_next(
                     return None;
                 }
                 if link.may_log() {
-                    tracing::warn!(core = link.core, %error, "{what}");
+                    tracing::warn!(core = link.core.index(), %error, "{what}");
                 }
                 monoio::time::sleep(Duration::from_millis(ACCEPT_BACKOFF_MS)).await;
             }
