@@ -31,6 +31,7 @@ use crate::config::{
     reloadable_diff,
 };
 use crate::limits::LOG_BUFFERED_LINES_MAX;
+use crate::protocol::CoreId;
 
 /// File descriptors the broker needs besides its streams: stdio, the admin listener and its
 /// connections, the notify socket, the verification pool's wakes, log files.
@@ -50,7 +51,7 @@ pub trait Service {
     fn admin_backend(&self) -> Arc<dyn AdminBackend>;
     /// Applies the reloadable keys of `config` (whose worst case is `budget`) on every core,
     /// without waiting for any; returns the cores that did not take it.
-    fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<usize>;
+    fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<CoreId>;
     /// Stops accepting, closes every stream cleanly, and waits for the cores up to `deadline`.
     fn drain(self, deadline: Duration) -> DrainSummary;
     /// `io_uring` or `epoll`.
@@ -629,7 +630,10 @@ where
                 }
                 // Applied first, so "reload applied" in the log means it is in force.
                 for core in service.reload(&new, budget) {
-                    tracing::warn!(core, "core did not take the reload (it is not answering)");
+                    tracing::warn!(
+                        core = core.index(),
+                        "core did not take the reload (it is not answering)"
+                    );
                 }
                 for change in &changes {
                     tracing::info!(change, "reload applied");

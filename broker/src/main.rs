@@ -17,6 +17,7 @@ use bps_broker::cli::{Cli, Command};
 use bps_broker::config::BrokerConfig;
 use bps_broker::io::Broker;
 use bps_broker::lifecycle::{self, DrainSummary, Service};
+use bps_broker::protocol::CoreId;
 use bps_broker::top;
 use clap::Parser;
 
@@ -91,7 +92,7 @@ impl Service for IoService {
         self.0.admin_backend()
     }
 
-    fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<usize> {
+    fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<CoreId> {
         self.0.reload(config, budget)
     }
 

@@ -1,7 +1,8 @@
 //! Identifiers the machine and the I/O layer exchange.
 //!
 //! Owns: `StreamId` (assigned by the I/O layer; the owning core in the top 8 bits so that a
-//! sorted target list is grouped by core), `PeerId` (a peer for R32, R33, the pre-Join cap
+//! sorted target list is grouped by core), `CoreId` (one of the broker's cores: a core index
+//! crosses files and crates as this type, never as a bare `usize`), `PeerId` (a peer for R32, R33, the pre-Join cap
 //! and the blocklist: an IPv4 address, or an IPv6 /64), `Ticket` (one verification job, issued by the machine) and
 //! `CohortSerial` (one cohort of one machine, issued by the machine), `WriteNotice` (a token the I/O layer hands back once a frame that asked for it is on the
 //! wire, R24).
@@ -50,6 +51,43 @@ impl StreamId {
 impl fmt::Display for StreamId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.core(), self.local())
+    }
+}
+
+/// One core of the running broker, `0..cores`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct CoreId(usize);
+
+impl CoreId {
+    /// The core at `index` (of `0..cores`).
+    pub const fn new(index: usize) -> CoreId {
+        CoreId(index)
+    }
+
+    /// Every core of `cores`, in order.
+    pub fn all(cores: usize) -> impl Iterator<Item = CoreId> {
+        (0..cores).map(CoreId)
+    }
+
+    /// The position in a per-core table.
+    pub const fn index(self) -> usize {
+        self.0
+    }
+
+    /// The core that owns `stream` (its id names it in its top byte).
+    pub fn of_stream(stream: StreamId) -> CoreId {
+        CoreId(usize::from(stream.core()))
+    }
+
+    /// This core as a `StreamId` names it.
+    pub fn stream_byte(self) -> u8 {
+        u8::try_from(self.0).expect("the broker runs at most 256 cores (a StreamId's core)")
+    }
+}
+
+impl fmt::Display for CoreId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
     }
 }
 

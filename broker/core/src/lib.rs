@@ -93,7 +93,7 @@ pub use arrival::Arrival;
 pub use config::{HistoryPolicy, ProtocolConfig};
 pub use counters::{CohortCounters, CohortLabel, Counter, CounterRegistry, CounterSet};
 pub use fanout::Targets;
-pub use ids::{CohortSerial, PeerId, StreamId, Ticket, WriteNotice};
+pub use ids::{CohortSerial, CoreId, PeerId, StreamId, Ticket, WriteNotice};
 pub use ledger::{LedgerSnapshot, PeerLedger};
 pub use machine::{Machine, TicketOrigin};
 pub use relay::{RelayOutcome, RelayReply};

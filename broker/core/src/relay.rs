@@ -9,13 +9,14 @@
 use std::fmt;
 
 use super::counters::Counter;
+use super::ids::CoreId;
 
 /// Where the outcome of a relay goes: opaque to the machine, which hands it back with the
 /// outcome (`Action::Relayed`) once the chunk's one signature check is done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RelayReply {
     /// The core that holds the POST's connection.
-    pub core: usize,
+    pub core: CoreId,
     /// That core's number for the POST.
     pub relay: u64,
 }

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
-use super::core_id::CoreId;
 use super::lane::Doorbell;
+use crate::protocol::CoreId;
 
 /// Frame bytes in use, against their bound; shared by every core.
 #[derive(Debug)]
@@ -163,8 +163,8 @@ mod tests {
     use std::task::{Context, Poll, Waker};
 
     use super::FrameMemory;
-    use crate::io::core_id::CoreId;
     use crate::io::lane::Doorbell;
+    use crate::protocol::CoreId;
 
     fn memory(bytes_max: usize) -> (Arc<FrameMemory>, Arc<Doorbell>) {
         let bell = Arc::new(Doorbell::default());

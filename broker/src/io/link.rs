@@ -34,7 +34,6 @@ use bps_proto::{CohortKey, Frame, FrameError, Hash};
 use bps_verify::fair::FairQueue;
 
 use super::Shared;
-use super::core_id::CoreId;
 use super::frame_memory::FrameMemory;
 use super::held::HeldBytes;
 use super::log_gate::LogGate;
@@ -44,6 +43,7 @@ use super::router::{HomeMsg, RelayFrames, Router};
 pub use crate::labels::Refusal;
 use crate::limits::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX;
 use crate::metrics::CoreMetrics;
+use crate::protocol::CoreId;
 use crate::protocol::{
     Arrival, ClosedBy, Millis, PeerId, RelayOutcome, RelayReply, StreamId, WriteNotice,
 };
@@ -602,8 +602,7 @@ impl CoreLink {
                 named,
                 frames,
                 reply: RelayReply {
-                    // bps_core's relay reply names the core by its index.
-                    core: self.core.index(),
+                    core: self.core,
                     relay,
                 },
             },
@@ -868,10 +867,10 @@ mod tests {
 
     use super::CoreLink;
     use crate::io::carrier::configure;
-    use crate::io::core_id::CoreId;
     use crate::io::harness::{self, GUARD};
     use crate::io::port::Transport;
     use crate::io::tcp::run;
+    use crate::protocol::CoreId;
 
     /// Where the test's log lines go.
     #[derive(Clone, Default)]
@@ -985,9 +984,9 @@ mod gate_tests {
     use bps_proto::{Ack, Frame};
 
     use super::{Admit, CoreLink};
-    use crate::io::core_id::CoreId;
     use crate::io::harness;
     use crate::io::port::{Port, Transport};
+    use crate::protocol::CoreId;
 
     /// A waker that counts its wakes.
     #[derive(Default)]

@@ -21,7 +21,7 @@
 //!   queue (R26), `outgoing` one message of it, and `encoding` how a delivery becomes each
 //!   carrier's messages (the `Encoder` a carrier puts on the port);
 //! - `link`: a core's streams and the gates of its carriers; `shard`: a core's machine and
-//!   its turn; `router`, `lane`: what crosses between cores; `core_id`: which core;
+//!   its turn; `router`, `lane`: what crosses between cores (a core is a `protocol::CoreId`);
 //!   `control`: the control plane;
 //! - `frame_memory`: the broker-wide bound on frame bytes; `log_gate`: peers' log lines.
 //!
@@ -31,7 +31,6 @@
 
 mod carrier;
 mod control;
-mod core_id;
 mod encoding;
 mod frame_memory;
 #[cfg(test)]
@@ -70,12 +69,12 @@ use crate::admin::{AdminBackend, MetricsSnapshot};
 use crate::budget::MemoryBudget;
 use crate::config::{BrokerConfig, IoUringMode, VerifyMode};
 use crate::metrics::{BrokerGauges, CoreMetrics, protocol_figures};
+use crate::protocol::CoreId;
 use crate::protocol::{
     CohortStreams, CohortSummary, CounterRegistry, HistoryPolicy, Machine, Millis, PeerLedger,
     Ticket,
 };
 use control::{Control, Mailbox, ask_all};
-use core_id::CoreId;
 use frame_memory::FrameMemory;
 use link::CoreLink;
 use router::{CoreLanes, VerifyDone};
@@ -347,7 +346,7 @@ impl Broker {
 
     /// Applies reloadable settings on every core; never waits for a core. Returns the cores
     /// that did not take the reload (their mailbox was full: they are not answering).
-    pub fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<usize> {
+    pub fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<CoreId> {
         let shared = &self.shared;
         // The broker-wide bounds (R31, R32, the blocklist, pre-Join caps) live in the ledger.
         shared.ledger.reconfigure(&config.protocol());
@@ -374,7 +373,7 @@ impl Broker {
             .iter()
             .enumerate()
             .filter(|(_, mailbox)| !mailbox.send(Control::Reload(Box::new(config.protocol()))))
-            .map(|(core, _)| core)
+            .map(|(core, _)| CoreId::new(core))
             .collect()
     }
 

@@ -51,7 +51,6 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::core_id::CoreId;
 use super::encoding::{Framing, Renditions};
 use super::frame_memory::FrameMemory;
 use super::held::HeldBytes;
@@ -61,6 +60,7 @@ use super::outbound::{OutboundQueue, QueueFull, Queued};
 use super::outgoing::Outgoing;
 pub use crate::labels::Transport;
 use crate::limits::PORT_CONTROL_MESSAGES_MAX;
+use crate::protocol::CoreId;
 use crate::protocol::{CloseReason, PeerId, StreamId, WriteNotice};
 
 /// What a carrier tells its peer as it ends a stream (a WebSocket close frame): a code and

@@ -158,11 +158,11 @@ mod tests {
     use bytes::Bytes;
 
     use super::{Receivers, expire_stalled};
-    use crate::io::core_id::CoreId;
     use crate::io::harness;
     use crate::io::link::CoreLink;
     use crate::io::outgoing::Outgoing;
     use crate::io::port::{Life, Port, Transport};
+    use crate::protocol::CoreId;
 
     fn link_with(edit: impl FnOnce(&mut crate::config::BrokerConfig)) -> CoreLink {
         let (shared, _) = harness::shared(1, |config| {

@@ -58,9 +58,9 @@ use bps_verify::pool::Done;
 use bytes::Bytes;
 use crossbeam::queue::SegQueue;
 
-use super::core_id::CoreId;
 use super::lane::{Doorbell, Lane};
 use crate::metrics::CoreMetrics;
+use crate::protocol::CoreId;
 use crate::protocol::{
     Arrival, ChunkFacts, CloseReason, ClosedBy, Delivered, RelayOutcome, RelayReply, StreamId,
     Targets, Ticket, WriteNotice,
@@ -424,8 +424,8 @@ mod tests {
     use std::task::{Context, Poll, Wake, Waker};
 
     use super::{CoreLanes, HomeMsg, OwnerMsg, Router};
-    use crate::io::core_id::CoreId;
     use crate::metrics::CoreMetrics;
+    use crate::protocol::CoreId;
     use crate::protocol::{CloseReason, ClosedBy, StreamId};
 
     fn lanes(messages_max: usize) -> Arc<[CoreLanes]> {

@@ -54,7 +54,6 @@ use bps_verify::verifier::Verifier;
 use bytes::Bytes;
 
 use super::control::Control;
-use super::core_id::CoreId;
 use super::encoding::Renditions;
 use super::link::CoreLink;
 use super::notify::yield_turn;
@@ -63,6 +62,7 @@ use super::outgoing::Outgoing;
 use super::port::{Closing, Port};
 use super::receivers::{self, Receivers};
 use super::router::{HomeMsg, OwnerMsg, RelayFrames, VerifyDone};
+use crate::protocol::CoreId;
 use crate::protocol::{
     Action, ChunkFacts, CloseReason, CohortSerial, Delivered, Machine, Millis, RelayOutcome,
     RelayReply, StreamId, Targets, Ticket, TicketOrigin, WriteNotice,
@@ -419,8 +419,7 @@ impl Shard {
 
     /// The outcome of a relay, to the core that holds its POST.
     fn answer_relay(&self, reply: RelayReply, outcome: RelayOutcome) {
-        // bps_core's relay reply names the core by its index.
-        let core = CoreId::new(reply.core);
+        let core = reply.core;
         if core == self.link.core {
             self.link.relayed(reply.relay, outcome);
         } else {
@@ -908,10 +907,10 @@ mod tests {
 
     use super::Shard;
     use crate::io::control::{Control, ask_all};
-    use crate::io::core_id::CoreId;
     use crate::io::harness::{self, GUARD};
     use crate::io::link::CoreLink;
     use crate::io::router::{HomeMsg, OwnerMsg};
+    use crate::protocol::CoreId;
     use crate::protocol::{CloseReason, ClosedBy, StreamId};
 
     /// Messages per lane and overflow: small, so a few messages fill them.

@@ -114,12 +114,12 @@ mod tests {
 
     use super::run;
     use crate::io::carrier::{KEEPALIVE_PROBES, configure};
-    use crate::io::core_id::CoreId;
     use crate::io::harness::{self, GUARD};
     use crate::io::link::CoreLink;
     use crate::io::outbound::{QueueFull, Queued};
     use crate::io::outgoing::Outgoing;
     use crate::io::port::{Life, Port, Transport};
+    use crate::protocol::CoreId;
 
     /// How long a test lets the runtime park so that its other tasks run.
     const NAP: Duration = Duration::from_millis(1);

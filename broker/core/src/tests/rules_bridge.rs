@@ -9,8 +9,8 @@ use super::driver::{
     Client, Rig, ack, all, close, consumed, deliver, explicit, join_body, key, peer, sid,
 };
 use crate::{
-    Action, Arrival, CloseReason, Counter, FullCause, ProtocolConfig, RejectCause, RelayOutcome,
-    RelayReply, Violation, WrongStream,
+    Action, Arrival, CloseReason, CoreId, Counter, FullCause, ProtocolConfig, RejectCause,
+    RelayOutcome, RelayReply, Violation, WrongStream,
 };
 
 /// A W11 session: the addr is what the broker drew for it.
@@ -260,7 +260,10 @@ fn relay_named(
     named: Option<&Hash>,
 ) -> (RelayOutcome, Vec<Action>) {
     let now = rig.now;
-    let reply = RelayReply { core: 0, relay: 7 };
+    let reply = RelayReply {
+        core: CoreId::new(0),
+        relay: 7,
+    };
     let decided = rig.machine.on_relay(
         now,
         (&spec.key(), named),
@@ -346,7 +349,10 @@ fn w5_an_admin_stream_that_ends_during_the_check_gets_nothing() {
     rig.joined(key(2), &spec, sid(2), peer(2));
     rig.drain();
     let posted = Posted::signed(&admin, Kind::Eos, 0, &[]);
-    let reply = RelayReply { core: 1, relay: 3 };
+    let reply = RelayReply {
+        core: CoreId::new(1),
+        relay: 3,
+    };
     let decided = rig.machine.on_relay(
         rig.now,
         (&spec.key(), None),
