@@ -21,7 +21,7 @@ use crate::time::Millis;
 
 impl Machine {
     pub(super) fn claim_deadline_due(&mut self, now: Millis, at: Millis, stream_id: StreamId) {
-        let Some(stream) = self.streams.get_mut(&stream_id) else {
+        let Some(stream) = self.streams.get_mut(stream_id) else {
             return;
         };
         if stream.claim_timer != Some(at) {
@@ -134,7 +134,7 @@ impl Machine {
         let (streams, cohorts) = (&self.streams, &self.cohorts);
         let live = |at: Millis, key: DeadlineKey| match key {
             DeadlineKey::Claim(stream_id) => streams
-                .get(&stream_id)
+                .get(stream_id)
                 .is_some_and(|stream| stream.claim_timer == Some(at)),
             DeadlineKey::Inactivity(serial) => cohorts
                 .get(serial)

@@ -37,7 +37,7 @@ pub(super) enum Acceptance {
 
 impl Machine {
     pub(super) fn frame(&mut self, now: Millis, stream_id: StreamId, frame: Frame) {
-        let Some(stream) = self.streams.get_mut(&stream_id) else {
+        let Some(stream) = self.streams.get_mut(stream_id) else {
             // Closed by this machine while the frame was on its way.
             self.out.consumed(stream_id);
             self.out.registry.add_total(Counter::DropStreamGone, 1);
@@ -72,11 +72,7 @@ impl Machine {
     }
 
     pub(super) fn check(&mut self, now: Millis, stream_id: StreamId, frame: Frame) {
-        let stream = self
-            .streams
-            .get_mut(&stream_id)
-            .expect("checked stream is attached");
-        let cohort = self.cohorts.live(stream.cohort);
+        let (stream, cohort) = self.streams.with_cohort(&mut self.cohorts, stream_id);
         let named =
             cohort.authorship() == Authorship::Explicit && cohort.roster.names(&stream.addr);
         let context = FrameContext {
@@ -121,7 +117,7 @@ impl Machine {
     /// Applies verified frames of a stream in read order, then releases its backlog.
     pub(super) fn apply_ready(&mut self, now: Millis, stream_id: StreamId) {
         loop {
-            let Some(stream) = self.streams.get_mut(&stream_id) else {
+            let Some(stream) = self.streams.get_mut(stream_id) else {
                 return;
             };
             if stream
@@ -178,13 +174,9 @@ impl Machine {
         frame: &Checked,
         verified: &Verified,
     ) -> Acceptance {
-        let stream = self
-            .streams
-            .get_mut(&stream_id)
-            .expect("applied stream is attached");
+        let (stream, cohort) = self.streams.with_cohort(&mut self.cohorts, stream_id);
         stream.proven = true;
         let (serial, addr, role) = (stream.cohort, stream.addr, stream.role);
-        let cohort = self.cohorts.live(serial);
         // Revoked while the frame was being verified: it was read within the grace (R24).
         if stream.revocation.is_some() {
             self.out
@@ -345,12 +337,8 @@ impl Machine {
 
     /// R7: a pending, silent or granted spectator stream's first valid frame.
     pub(super) fn claim(&mut self, stream_id: StreamId) {
-        let stream = self
-            .streams
-            .get_mut(&stream_id)
-            .expect("claiming stream is attached");
+        let (stream, cohort) = self.streams.with_cohort(&mut self.cohorts, stream_id);
         let serial = stream.cohort;
-        let cohort = self.cohorts.live_mut(serial);
         let entering_fanout = matches!(stream.role, Role::Pending | Role::Silent);
         cohort.change_role(stream_id, stream, Role::Publisher);
         self.unsettled.push(serial);

@@ -21,10 +21,11 @@
 //! (`on_*`), which dispatch to one rule family each; every family is one `impl Machine` block
 //! in its own file: `join` (R1..R5, R29..R33, R37), `frame` (R7, R11, R13..R18, R20, R21,
 //! R25, R28), `relay` (W5), `roster` (R19..R24), `violation` (R39), `reclaim` (R21, R31,
-//! R34, R36) and `deadline` (R31, R34, R35). `cohorts` is the cohort table, `outbox` where
-//! the outputs go. A family calls another's methods through `Machine`; the few items one
-//! file imports from another run one way (relay to frame and outbox, frame to deadline and
-//! reclaim, join and roster to deadline, deadline to reclaim), so there is no cycle.
+//! R34, R36) and `deadline` (R31, R34, R35). `cohorts` is the cohort table, `streams` the
+//! stream table (which hands out a stream with its cohort), `outbox` where the outputs go.
+//! A family calls another's methods through `Machine`; the few items one file imports from
+//! another run one way (relay to frame and outbox, frame to deadline and reclaim, join and
+//! roster to deadline, deadline to reclaim, streams to cohorts), so there is no cycle.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -43,12 +44,12 @@ use crate::ids::{CohortSerial, StreamId, Ticket, WriteNotice};
 use crate::ledger::PeerLedger;
 use crate::relay::{RelayOutcome, RelayReply};
 use crate::snapshot::{CohortStreams, CohortSummary, page_of_streams, summarize};
-use crate::stream::Stream;
 use crate::time::Millis;
 
 use cohorts::Cohorts;
 use outbox::Outbox;
 use relay::PendingRelay;
+use streams::Streams;
 
 mod cohorts;
 mod deadline;
@@ -58,6 +59,7 @@ mod outbox;
 mod reclaim;
 mod relay;
 mod roster;
+mod streams;
 mod violation;
 
 /// Deadlines one `on_tick` runs at most: a burst of expiring streams (ten thousand claims
@@ -83,7 +85,7 @@ pub struct Machine {
     ledger: Arc<PeerLedger>,
     rng: StdRng,
     cohorts: Cohorts,
-    streams: HashMap<StreamId, Stream>,
+    streams: Streams,
     /// Verifications in flight, by ticket. A ticket of a closed stream stays until its
     /// result arrives, which is then ignored, and only then is its frame consumed: so the
     /// I/O layer's frames in flight also bound the verification jobs, closed streams' ones
@@ -115,7 +117,7 @@ impl Machine {
             ledger,
             rng,
             cohorts: Cohorts::new(),
-            streams: HashMap::new(),
+            streams: Streams::new(),
             tickets: HashMap::new(),
             relays: HashMap::new(),
             deadlines: Deadlines::default(),
@@ -215,7 +217,7 @@ impl Machine {
         let serial = self.cohorts.serial_of(key)?;
         Some(page_of_streams(
             self.cohorts.live(serial),
-            &self.streams,
+            self.streams.by_id(),
             (offset, limit),
             now,
         ))
@@ -228,7 +230,7 @@ impl Machine {
     /// If `stream` is already attached (the I/O layer never reuses a stream id).
     pub fn on_join(&mut self, now: Millis, stream: StreamId, arrival: Arrival, join: Frame) {
         assert!(
-            !self.streams.contains_key(&stream),
+            !self.streams.contains(stream),
             "stream {stream} joined twice"
         );
         self.join(now, arrival, stream, join);
@@ -265,7 +267,7 @@ impl Machine {
             .tickets
             .remove(&ticket)
             .unwrap_or_else(|| panic!("ticket {} was never issued", ticket.value()));
-        match self.streams.get_mut(&stream_id) {
+        match self.streams.get_mut(stream_id) {
             Some(stream) => {
                 let slot = stream
                     .in_flight
@@ -295,7 +297,7 @@ impl Machine {
             });
         }
         let stream_id = *self.tickets.get(&ticket)?;
-        let stream = self.streams.get(&stream_id)?;
+        let stream = self.streams.get(stream_id)?;
         Some(TicketOrigin {
             stream: Some(stream_id),
             cohort: stream.cohort,
@@ -314,7 +316,7 @@ impl Machine {
             .remove(&ticket)
             .unwrap_or_else(|| panic!("ticket {} was never issued", ticket.value()));
         assert!(
-            !self.streams.contains_key(&stream_id),
+            !self.streams.contains(stream_id),
             "ticket {} of the attached stream {stream_id} taken back",
             ticket.value()
         );
@@ -324,7 +326,7 @@ impl Machine {
 
     /// A frame sent with a `WriteNotice` is on the wire (R24: the revocation grace starts).
     pub fn on_written(&mut self, now: Millis, stream: StreamId, notice: WriteNotice) {
-        if let Some(stream) = self.streams.get_mut(&stream)
+        if let Some(stream) = self.streams.get_mut(stream)
             && let Some(revocation) = stream.revocation.as_mut()
             && revocation.notice == notice
             && revocation.written_at.is_none()
@@ -356,7 +358,7 @@ impl Machine {
 
     /// The I/O layer ended a stream (a stream the machine closed itself is already forgotten).
     pub fn on_closed(&mut self, now: Millis, stream: StreamId, by: ClosedBy) {
-        let Some(attached) = self.streams.get(&stream) else {
+        let Some(attached) = self.streams.get(stream) else {
             return;
         };
         if by == ClosedBy::QueueOverflow {

@@ -67,10 +67,7 @@ impl Machine {
     /// Forgets a stream, consuming the frames it held that are not being verified (those are
     /// consumed when their result arrives); with a reason, tells the I/O layer to close it. The cohort goes when its last stream does (R36).
     pub(super) fn close_stream(&mut self, stream_id: StreamId, reason: Option<CloseReason>) {
-        let stream = self
-            .streams
-            .remove(&stream_id)
-            .expect("closed stream is attached");
+        let stream = self.streams.remove(stream_id);
         for _ in 0..stream.frames_unverified() {
             self.out.consumed(stream_id);
         }
@@ -98,10 +95,7 @@ impl Machine {
         }
         let members: Vec<StreamId> = cohort.members.iter().copied().collect();
         for stream_id in members {
-            let stream = self
-                .streams
-                .remove(&stream_id)
-                .expect("member stream is attached");
+            let stream = self.streams.remove(stream_id);
             for _ in 0..stream.frames_unverified() {
                 self.out.consumed(stream_id);
             }

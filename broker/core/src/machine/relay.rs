@@ -44,7 +44,7 @@ impl Machine {
         let counters = Arc::clone(&self.cohorts.live(serial).counters);
         let frame = frame_for(&challenge);
         let verdict = {
-            let stream = &self.streams[&stream_id];
+            let stream = self.streams.attached(stream_id);
             check_frame(frame, &relay_context(self.cohorts.live(serial), stream))
         };
         let (checked, request) = match verdict {
@@ -130,7 +130,7 @@ impl Machine {
         } = pending;
         let counters = self
             .streams
-            .get(&stream_id)
+            .get(stream_id)
             .map(|stream| Arc::clone(&self.cohorts.live(stream.cohort).counters));
         let outcome = match (result, counters) {
             (Err(error), counters) => {
@@ -180,7 +180,7 @@ impl Machine {
             .into_iter()
             .flatten()
             .filter_map(|id| {
-                let stream = &self.streams[id];
+                let stream = self.streams.attached(*id);
                 matches!(stream.role, Role::Pending | Role::Publisher).then_some((
                     *id,
                     stream.challenge,

@@ -91,10 +91,7 @@ impl Machine {
         for addr in &cohort.roster.ordered {
             let newly_named = added.contains(addr);
             for stream_id in cohort.streams_by_addr.get(addr).into_iter().flatten() {
-                let stream = self
-                    .streams
-                    .get_mut(stream_id)
-                    .expect("member stream is attached");
+                let stream = self.streams.attached_mut(*stream_id);
                 if newly_named {
                     stream.revocation = None;
                     if stream.role == Role::Silent {
@@ -123,11 +120,7 @@ impl Machine {
         if !self.end_exemption(serial, stream_id, framed) {
             return;
         }
-        let stream = self
-            .streams
-            .get_mut(&stream_id)
-            .expect("revoked stream is attached");
-        let cohort = self.cohorts.live_mut(serial);
+        let (stream, cohort) = self.streams.with_cohort(&mut self.cohorts, stream_id);
         let role = cohort.audience_role();
         let was_receiving = cohort.fanout.contains(stream_id);
         if stream.role != role {
@@ -171,10 +164,7 @@ impl Machine {
     /// no room left for it as a reader, leaves after its reduced roster. Returns whether it
     /// stays.
     fn end_exemption(&mut self, serial: CohortSerial, stream_id: StreamId, framed: &Bytes) -> bool {
-        let stream = self
-            .streams
-            .get_mut(&stream_id)
-            .expect("revoked stream is attached");
+        let stream = self.streams.attached_mut(stream_id);
         if !stream.exempt {
             return true;
         }

@@ -20,10 +20,7 @@ impl Machine {
     /// A frame dropped without penalty (R14, R15, R16): counted, and a stream that drops
     /// more than `dropped_frames_per_stream_per_s_max` per second is reset.
     pub(super) fn dropped(&mut self, now: Millis, stream_id: StreamId, counter: Counter) {
-        let stream = self
-            .streams
-            .get_mut(&stream_id)
-            .expect("a dropping stream is attached");
+        let stream = self.streams.attached_mut(stream_id);
         let exceeded = stream
             .drops
             .exceeded(now, self.config.dropped_frames_per_stream_per_s_max);
@@ -37,10 +34,7 @@ impl Machine {
     }
 
     pub(super) fn violate(&mut self, now: Millis, stream_id: StreamId, violation: Violation) {
-        let stream = self
-            .streams
-            .get(&stream_id)
-            .expect("violating stream is attached");
+        let stream = self.streams.attached(stream_id);
         let peer = stream.peer;
         // W11: one tab of a shared address must not blocklist everyone behind it.
         let blocklists = !stream.anonymous;
