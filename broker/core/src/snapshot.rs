@@ -8,7 +8,7 @@
 //! thousands of cohorts costs a runtime thread one summary per cohort, and the streams of
 //! one named cohort cost at most one page.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -141,9 +141,9 @@ fn some_peers(cohort: &Cohort) -> Vec<String> {
     peers.iter().map(PeerId::to_string).collect()
 }
 
-pub(crate) fn page_of_streams(
+pub(crate) fn page_of_streams<'a>(
     cohort: &Cohort,
-    streams: &HashMap<StreamId, Stream>,
+    attached: impl Fn(StreamId) -> &'a Stream,
     (offset, limit): (usize, usize),
     now: Millis,
 ) -> CohortStreams {
@@ -153,7 +153,7 @@ pub(crate) fn page_of_streams(
         .skip(offset)
         .take(limit)
         .map(|id| {
-            let stream = streams.get(id).expect("member stream is attached");
+            let stream = attached(*id);
             StreamSnapshot {
                 id: *id,
                 peer: stream.peer,

@@ -217,7 +217,7 @@ impl Machine {
         let serial = self.cohorts.serial_of(key)?;
         Some(page_of_streams(
             self.cohorts.live(serial),
-            self.streams.by_id(),
+            |id| self.streams.attached(id),
             (offset, limit),
             now,
         ))

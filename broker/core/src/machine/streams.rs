@@ -97,11 +97,6 @@ impl Streams {
     pub(super) fn len(&self) -> usize {
         self.by_id.len()
     }
-
-    /// Every attached stream by id, for the stream pages of `/cohortz`.
-    pub(super) fn by_id(&self) -> &HashMap<StreamId, Stream> {
-        &self.by_id
-    }
 }
 
 /// The one panic of a broken `Streams` invariant; `#[track_caller]` names the rule family
