@@ -407,11 +407,12 @@ struct Sizing {
 impl Sizing {
     fn of(config: &BrokerConfig, cores: u64, workers: u64) -> Sizing {
         let limits = &config.limits;
+        let protocol = &config.protocol;
         let server = &config.server;
         let connections = to_u64(limits.connections_max);
         // A queue doubles as it fills, up to its bound and slack; a batch grows to the largest
         // write, control messages included.
-        let queue_slots = (to_u64(limits.outbound_queue_frames_max) * to_u64(QUEUE_SLACK_FACTOR))
+        let queue_slots = (to_u64(protocol.outbound_queue_frames_max) * to_u64(QUEUE_SLACK_FACTOR))
             .next_power_of_two();
         let batch_slots = to_u64(server.write_batch_frames_max) + to_u64(PORT_CONTROL_MESSAGES_MAX);
         let frames_in_flight = cores * to_u64(limits.frames_in_flight_per_core_max);
@@ -426,10 +427,10 @@ impl Sizing {
             frames_in_flight,
             frame_memory: to_u64(limits.frame_memory_bytes_max),
             idle_read: to_u64(READ_BUFFER_IDLE_BYTES),
-            cohorts: to_u64(limits.cohorts_max),
+            cohorts: to_u64(protocol.cohorts_max),
             cohort_bytes: COHORT_STATE_BYTES
-                + to_u64(limits.cursors_per_cohort_max) * CURSOR_ENTRY_BYTES
-                + to_u64(limits.dedup_window_entries) * DEDUP_ENTRY_BYTES
+                + to_u64(protocol.cursors_per_cohort_max) * CURSOR_ENTRY_BYTES
+                + to_u64(protocol.dedup_window_entries) * DEDUP_ENTRY_BYTES
                 + ROSTER_STATE_BYTES,
             // Home and owner lanes are preallocated; credits and results hold at most one
             // entry each per frame in flight.
@@ -440,12 +441,12 @@ impl Sizing {
                 + 2 * connections * MESSAGE_SLOT_BYTES,
             series_lines: cores * SERIES_LINES_PER_CORE
                 + to_u64(limits.cohort_series_max) * SERIES_LINES_PER_COHORT,
-            history_frames: to_u64(limits.history_frames_max),
+            history_frames: to_u64(protocol.history_frames_max),
             key_cache_keys: to_u64(config.verify.key_cache_keys_max),
-            blocklist_entries: to_u64(limits.blocklist_entries_max),
+            blocklist_entries: to_u64(protocol.blocklist_entries_max),
             ws_enabled: config.ws.enabled,
             ws_static: !config.ws.static_dir.is_empty(),
-            ws_connection_bytes: ws_connection_bytes(limits.frame_bytes_max),
+            ws_connection_bytes: ws_connection_bytes(protocol.frame_bytes_max),
         }
     }
 }
@@ -559,7 +560,7 @@ mod tests {
     fn a_connection_counts_its_idle_state_and_its_queue_and_batch_grown_to_their_bounds() {
         let mut config = BrokerConfig::default();
         config.limits.connections_max = 1000;
-        config.limits.outbound_queue_frames_max = 100;
+        config.protocol.outbound_queue_frames_max = 100;
         config.server.write_batch_frames_max = 50;
         let connections = MemoryBudget::of(&config, 2, 2, 64 << 30)
             .terms
@@ -580,13 +581,13 @@ mod tests {
         let base = BrokerConfig::default();
         let before = MemoryBudget::of(&base, 2, 2, 64 << 30).total_bytes;
         let mut bigger = base.clone();
-        bigger.limits.dedup_window_entries *= 2;
+        bigger.protocol.dedup_window_entries *= 2;
         bigger.limits.frame_memory_bytes_max *= 2;
         bigger.limits.cohort_series_max *= 2;
         bigger.server.overflow_messages_max *= 2;
         assert!(MemoryBudget::of(&bigger, 2, 2, 64 << 30).total_bytes > before);
         let mut longer = base.clone();
-        longer.limits.history_frames_max *= 2;
+        longer.protocol.history_frames_max *= 2;
         let term = |config: &BrokerConfig, name: &str| {
             MemoryBudget::of(config, 2, 2, 64 << 30)
                 .terms

@@ -103,13 +103,13 @@ format = "json"
     let config = BrokerConfig::load(&sources, env).expect("loads");
 
     // Only the file sets these.
-    assert_eq!(config.limits.streams_per_cohort_max, 10);
+    assert_eq!(config.protocol.streams_per_cohort_max, 10);
     assert_eq!(config.server.io_uring, IoUringMode::Off);
     assert_eq!(config.log.format, LogFormat::Json);
     // The environment beats the file.
-    assert_eq!(config.limits.cohorts_max, 200);
+    assert_eq!(config.protocol.cohorts_max, 200);
     // --set beats the environment; a later --set beats an earlier one.
-    assert_eq!(config.timeouts.claim_deadline_ms, 3000);
+    assert_eq!(config.protocol.claim_deadline_ms, 3000);
     assert_eq!(config.log.level, "warn");
     // The dedicated flags beat --set.
     assert_eq!(
@@ -142,7 +142,7 @@ fn admin_listen_flag_and_string_keys_take_text_as_written() {
 fn env_names_are_case_insensitive_after_the_prefix() {
     let env = [("BPS_BROKER__limits__Cohorts_Max", "7")];
     let config = BrokerConfig::load(&ConfigSources::default(), env).expect("loads");
-    assert_eq!(config.limits.cohorts_max, 7);
+    assert_eq!(config.protocol.cohorts_max, 7);
 }
 
 #[test]
@@ -297,7 +297,7 @@ fn protocol_config_follows_the_broker_config() {
         NO_ENV,
     )
     .expect("loads");
-    let protocol = config.protocol();
+    let protocol = config.effective_protocol();
     assert_eq!(protocol.streams_per_cohort_max, 5);
     assert_eq!(protocol.revocation_grace_ms, 7);
     assert_eq!(protocol.blocklist_violation_ms, 0);
@@ -314,8 +314,8 @@ fn reload_diff_classifies_changes() {
     assert_eq!(reloadable_diff(&old, &old), Ok(Vec::new()));
 
     let mut reloadable = old.clone();
-    reloadable.timeouts.claim_deadline_ms = 5000;
-    reloadable.limits.cohorts_max = 9;
+    reloadable.protocol.claim_deadline_ms = 5000;
+    reloadable.protocol.cohorts_max = 9;
     reloadable.log.level = "debug".to_owned();
     assert_eq!(
         reloadable_diff(&old, &reloadable),
@@ -327,9 +327,9 @@ fn reload_diff_classifies_changes() {
     );
 
     let mut restart = reloadable.clone();
-    restart.limits.frame_bytes_max = 20_000;
+    restart.protocol.frame_bytes_max = 20_000;
     restart.limits.connections_max = 10;
-    restart.limits.outbound_queue_frames_max = 8;
+    restart.protocol.outbound_queue_frames_max = 8;
     restart.server.listen = SocketAddr::from(([127, 0, 0, 1], 1));
     restart.verify.workers = 3;
     restart.log.format = LogFormat::Json;

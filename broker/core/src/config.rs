@@ -1,9 +1,11 @@
 //! The protocol's policy: every bound and duration the machine enforces.
 //!
 //! Owns: `ProtocolConfig` (one named field per bound, unit last, default from D10 or bee), the
-//! plain limits the machine reads. Its defaults are the defaults of the broker's protocol keys
-//! (the broker's key table reads them from here); the bounds of every key and the rules
-//! between keys are the broker's key table's (bps-broker's `config::keys` and
+//! plain limits the machine reads. Each field is declared here once: it is also the broker's
+//! config key of that name (the broker deserializes this struct from the keys of its
+//! `[limits]`, `[timeouts]` and `[protocol]` sections, its key table saying which section
+//! each is in), and its default here is that key's default. The bounds of every key and the
+//! rules between keys are the broker's key table's (bps-broker's `config::keys` and
 //! `config::rules`), which validate a configuration before it reaches a machine.
 //! Never does: read files, flags or the environment, or validate (the broker's config loader
 //! does both and hands the result here).
@@ -24,7 +26,8 @@ pub enum HistoryPolicy {
 }
 
 /// The protocol policy of one broker; the same value is given to every core's `Machine`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProtocolConfig {
     /// R30: fan-out streams (spectators, silent and non-exempt publishers) per cohort; bee 1024.
     pub streams_per_cohort_max: usize,
@@ -112,7 +115,9 @@ pub struct ProtocolConfig {
     /// stream at four messages a second, what a late viewer needs to see where it is.
     pub history_frames_max: usize,
     /// D11: frame bytes a history cohort retains at most. 256 KiB is 60 full 4 KiB chunks;
-    /// with 512 cohorts the rings hold at most a quarter of the default frame memory.
+    /// with 512 cohorts the rings hold at most a quarter of the default frame memory. (The
+    /// broker's key of this name defaults to 0, "derive it from frame memory"; the broker
+    /// resolves that before a machine sees the value.)
     pub history_bytes_max: usize,
 }
 

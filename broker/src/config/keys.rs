@@ -7,8 +7,11 @@
 //! Never does: hold a value of a running broker (that is `BrokerConfig`) or a rule between
 //! keys (that is `rules`).
 //!
-//! The keys of the protocol core take their default from `ProtocolConfig::default()`, the
-//! plain limits the machine reads, so those numbers are written once, in bps-core.
+//! The keys of the protocol core are the fields of `ProtocolConfig`, the plain limits the
+//! machine reads: its field names are the rows' names (`is_core`), and its defaults the rows'
+//! defaults, so those fields and numbers are written once, in bps-core.
+
+use std::sync::LazyLock;
 
 use bps_core::ProtocolConfig;
 use bps_core::ids::IPV6_PEER_PREFIX_BITS;
@@ -223,6 +226,27 @@ pub fn find(section: &str, name: &str) -> Option<&'static Key> {
     KEYS.iter()
         .find(|key| key.section == section && key.name == name)
 }
+
+/// Whether `key` is one of the protocol core's: a field of `ProtocolConfig` has its name (a
+/// test checks that every field names exactly one row).
+#[must_use]
+pub fn is_core(key: &Key) -> bool {
+    CORE_FIELDS.iter().any(|field| field == key.name)
+}
+
+/// The row of the protocol core's key `name` (a field of `ProtocolConfig`).
+#[must_use]
+pub fn core_key(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|key| key.name == name && is_core(key))
+}
+
+/// The field names of `ProtocolConfig`, read from its serialized default.
+static CORE_FIELDS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    // Every field is a TOML scalar; an empty list here fails every config test.
+    Table::try_from(ProtocolConfig::default())
+        .map(|fields| fields.keys().cloned().collect())
+        .unwrap_or_default()
+});
 
 /// The sections in table order (the order of the example config and the reference).
 #[must_use]

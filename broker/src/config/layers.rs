@@ -24,10 +24,11 @@ use toml::{Table, Value};
 
 use super::keys;
 use super::schema::{
-    BrokerConfig, LimitsConfig, LogConfig, PolicyConfig, ServerConfig, TimeoutsConfig,
-    VerifyConfig, WsConfig,
+    BrokerConfig, LimitsConfig, LogConfig, ServerConfig, TimeoutsConfig, VerifyConfig, WsConfig,
 };
+use super::sections::take_core_keys;
 use super::{ConfigError, quote};
+use crate::protocol::ProtocolConfig;
 
 /// Prefix of the environment variables that set config keys:
 /// `BPS_BROKER__SECTION__KEY=value`, e.g. `BPS_BROKER__LIMITS__COHORTS_MAX=2048`.
@@ -271,22 +272,8 @@ impl Layers {
     /// The error of one overridden key's value, deserialized with its section's defaults.
     fn check_override(&self, full: &str, origin: &Origin) -> Option<ConfigError> {
         let (section, key) = split_dotted_key(full)?;
-        let value = self.table.get(section)?.get(key)?.clone();
-        let Some(Value::Table(mut single)) = keys::default_table().remove(section) else {
-            return None;
-        };
-        single.insert(key.to_owned(), value.clone());
-        let result = match section {
-            "server" => check_section::<ServerConfig>(single),
-            "limits" => check_section::<LimitsConfig>(single),
-            "timeouts" => check_section::<TimeoutsConfig>(single),
-            "protocol" => check_section::<PolicyConfig>(single),
-            "verify" => check_section::<VerifyConfig>(single),
-            "log" => check_section::<LogConfig>(single),
-            "ws" => check_section::<WsConfig>(single),
-            _ => Ok(()),
-        };
-        result.err().map(|message| {
+        let value = self.table.get(section)?.get(key)?;
+        check_value(section, key, value).err().map(|message| {
             ConfigError::new(
                 full.to_owned(),
                 Some(value.to_string()),
@@ -296,9 +283,37 @@ impl Layers {
     }
 }
 
-/// Deserializes a section whose one overridden key is under test (the others at their
-/// defaults) and returns serde's message on failure.
-fn check_section<T: DeserializeOwned>(section: Table) -> Result<(), String> {
+/// Serde's message when `section.key = value` does not deserialize: the value tried in its
+/// section's struct, the other keys at their defaults (a protocol core key in
+/// `ProtocolConfig`, with the core's keys at their defaults).
+fn check_value(section: &str, key: &str, value: &Value) -> Result<(), String> {
+    let mut defaults = keys::default_table();
+    let core = take_core_keys(&mut defaults);
+    if keys::find(section, key).is_some_and(keys::is_core) {
+        return check_section::<ProtocolConfig>(core, key, value);
+    }
+    let Some(Value::Table(single)) = defaults.remove(section) else {
+        return Ok(());
+    };
+    match section {
+        "server" => check_section::<ServerConfig>(single, key, value),
+        "limits" => check_section::<LimitsConfig>(single, key, value),
+        "timeouts" => check_section::<TimeoutsConfig>(single, key, value),
+        "verify" => check_section::<VerifyConfig>(single, key, value),
+        "log" => check_section::<LogConfig>(single, key, value),
+        "ws" => check_section::<WsConfig>(single, key, value),
+        _ => Ok(()),
+    }
+}
+
+/// Deserializes a section with `key` set to `value` (the others at their defaults) and
+/// returns serde's message on failure.
+fn check_section<T: DeserializeOwned>(
+    mut section: Table,
+    key: &str,
+    value: &Value,
+) -> Result<(), String> {
+    section.insert(key.to_owned(), value.clone());
     T::deserialize(section)
         .map(drop)
         .map_err(|error| error.message().trim().to_owned())

@@ -2,7 +2,8 @@
 //!
 //! Owns: the layout of the concept. `keys` declares every key once (name, default, unit,
 //! bounds, reloadable or restart-only, why); `schema` is the typed `BrokerConfig` a running
-//! broker reads; `layers` loads it from the defaults, a file, the environment and the command
+//! broker reads (the protocol core's keys in bps-core's `ProtocolConfig`, declared there
+//! once), and `sections` its TOML form, each key in its table row's section; `layers` loads it from the defaults, a file, the environment and the command
 //! line; `rules` validates it (every key's bounds and the rules between keys, all errors at
 //! once); `reload` says what a SIGHUP may change; `render` writes the example config and the
 //! key reference (docs/CONFIG.md) from the table. Also owns `ConfigError`, the one shape of
@@ -19,6 +20,7 @@ mod reload;
 pub mod render;
 mod rules;
 mod schema;
+mod sections;
 
 pub use keys::{
     CORES_MAX, SERVICE_POSTS_PER_PEER_PER_S_MAX, WRITE_BATCH_FRAMES_MAX, WRITE_COALESCE_US_MAX,
@@ -26,8 +28,8 @@ pub use keys::{
 pub use layers::{ConfigSources, ENV_PREFIX};
 pub use reload::{apply_reloadable, is_reloadable, reloadable_diff};
 pub use schema::{
-    BrokerConfig, IoUringMode, LimitsConfig, LogConfig, LogFormat, PolicyConfig, ServerConfig,
-    TimeoutsConfig, VerifyConfig, VerifyMode, WsConfig,
+    BrokerConfig, IoUringMode, LimitsConfig, LogConfig, LogFormat, ServerConfig, TimeoutsConfig,
+    VerifyConfig, VerifyMode, WsConfig,
 };
 
 /// One configuration problem, naming the key it is about.

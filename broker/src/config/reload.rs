@@ -120,14 +120,14 @@ mod tests {
     fn a_reload_applies_the_reloadable_keys_and_keeps_the_others() {
         let old = BrokerConfig::default();
         let mut new = old.clone();
-        new.limits.cohorts_max = 7;
+        new.protocol.cohorts_max = 7;
         new.limits.connections_max = 9;
-        new.timeouts.claim_deadline_ms = 11;
+        new.protocol.claim_deadline_ms = 11;
         new.server.cores = 2;
         new.log.level = "debug".to_owned();
         let merged = apply_reloadable(&old, &new);
-        assert_eq!(merged.limits.cohorts_max, 7);
-        assert_eq!(merged.timeouts.claim_deadline_ms, 11);
+        assert_eq!(merged.protocol.cohorts_max, 7);
+        assert_eq!(merged.protocol.claim_deadline_ms, 11);
         assert_eq!(merged.log.level, "debug");
         assert_eq!(merged.limits.connections_max, old.limits.connections_max);
         assert_eq!(merged.server.cores, old.server.cores);

@@ -126,7 +126,7 @@ impl BrokerConfig {
     /// D11: a history ring always holds the newest frame, so its byte bound in force must
     /// hold the largest frame read; a derived bound says where it came from.
     fn history_frame_error(&self) -> Option<ConfigError> {
-        let protocol = self.protocol();
+        let protocol = self.effective_protocol();
         let largest_frame = protocol.largest_frame_bytes();
         if protocol.history_bytes_max >= largest_frame {
             return None;
@@ -134,7 +134,7 @@ impl BrokerConfig {
         let expected = format!(
             ">= {largest_frame} (the largest frame read, frame_bytes_max with its length prefix, so a ring always holds the newest frame)"
         );
-        let message = if self.limits.history_bytes_max == 0 {
+        let message = if self.protocol.history_bytes_max == 0 {
             format!(
                 "expected {expected} (derived from limits.history_bytes_max = 0: half of limits.frame_memory_bytes_max over limits.cohorts_max; raise the one or lower the other)"
             )
@@ -165,11 +165,11 @@ impl BrokerConfig {
     /// to start.
     #[must_use]
     pub fn effective_history_bytes(&self) -> usize {
-        let limits = &self.limits;
-        if limits.history_bytes_max != 0 {
-            return limits.history_bytes_max;
+        let protocol = &self.protocol;
+        if protocol.history_bytes_max != 0 {
+            return protocol.history_bytes_max;
         }
-        let share = limits.frame_memory_bytes_max / 2 / limits.cohorts_max.max(1);
+        let share = self.limits.frame_memory_bytes_max / 2 / protocol.cohorts_max.max(1);
         share.min(ProtocolConfig::default().history_bytes_max)
     }
 
@@ -178,18 +178,20 @@ impl BrokerConfig {
     /// a ring holds them); if rings could fill it, readers would wait for room that only a
     /// reclaim gives back. (The derived bound fits by construction.)
     fn history_memory_error(&self) -> Option<ConfigError> {
-        let limits = &self.limits;
-        let rings = limits.cohorts_max.saturating_mul(limits.history_bytes_max);
-        let half = limits.frame_memory_bytes_max / 2;
+        let protocol = &self.protocol;
+        let rings = protocol
+            .cohorts_max
+            .saturating_mul(protocol.history_bytes_max);
+        let half = self.limits.frame_memory_bytes_max / 2;
         (rings > half).then(|| {
             ConfigError::new(
                 "limits.history_bytes_max",
-                Some(limits.history_bytes_max.to_string()),
+                Some(protocol.history_bytes_max.to_string()),
                 format!(
                     "expected at most {} (limits.cohorts_max = {} full history rings may hold at most half of limits.frame_memory_bytes_max = {})",
-                    half / limits.cohorts_max.max(1),
-                    limits.cohorts_max,
-                    limits.frame_memory_bytes_max
+                    half / protocol.cohorts_max.max(1),
+                    protocol.cohorts_max,
+                    self.limits.frame_memory_bytes_max
                 ),
             )
         })
@@ -199,7 +201,7 @@ impl BrokerConfig {
     /// largest frame behind it, so a late joiner that reads is never reset for its backlog.
     #[must_use]
     pub fn outbound_queue_bytes_min(&self) -> usize {
-        self.effective_history_bytes() + 2 * self.limits.frame_bytes_max
+        self.effective_history_bytes() + 2 * self.protocol.frame_bytes_max
     }
 
     fn queue_bytes_error(&self) -> Option<ConfigError> {
@@ -211,7 +213,7 @@ impl BrokerConfig {
                 format!(
                     "expected at least {least} (a full history backlog, limits.history_bytes_max in effect = {}, and two frames of limits.frame_bytes_max = {})",
                     self.effective_history_bytes(),
-                    self.limits.frame_bytes_max
+                    self.protocol.frame_bytes_max
                 ),
             )
         })
@@ -272,7 +274,7 @@ mod tests {
     #[test]
     fn defaults_match_the_protocol_core() {
         assert_eq!(
-            BrokerConfig::default().protocol(),
+            BrokerConfig::default().effective_protocol(),
             ProtocolConfig::default()
         );
     }
@@ -280,13 +282,13 @@ mod tests {
     #[test]
     fn every_bound_error_names_key_value_and_expectation() {
         let mut config = BrokerConfig::default();
-        config.limits.streams_per_cohort_max = 0;
-        config.limits.cursors_per_cohort_max = 0;
-        config.limits.outbound_queue_frames_max = 1;
-        config.limits.frame_bytes_max = 100;
-        config.timeouts.claim_deadline_ms = 0;
-        config.limits.history_frames_max = 0;
-        config.limits.history_bytes_max = 50;
+        config.protocol.streams_per_cohort_max = 0;
+        config.protocol.cursors_per_cohort_max = 0;
+        config.protocol.outbound_queue_frames_max = 1;
+        config.protocol.frame_bytes_max = 100;
+        config.protocol.claim_deadline_ms = 0;
+        config.protocol.history_frames_max = 0;
+        config.protocol.history_bytes_max = 50;
         config.limits.outbound_queue_bytes_max = 1 << 20;
         let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
         assert_eq!(
@@ -311,11 +313,11 @@ mod tests {
     fn ipv6_prefix_bits_are_16_to_64() {
         for (bits, valid) in [(15, false), (16, true), (48, true), (64, true), (65, false)] {
             let mut config = BrokerConfig::default();
-            config.limits.ipv6_prefix_bits = bits;
+            config.protocol.ipv6_prefix_bits = bits;
             assert_eq!(config.validate().is_empty(), valid, "{bits}");
         }
         let mut config = BrokerConfig::default();
-        config.limits.ipv6_prefix_bits = 8;
+        config.protocol.ipv6_prefix_bits = 8;
         let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
         assert_eq!(
             messages,
@@ -326,8 +328,8 @@ mod tests {
     #[test]
     fn zero_blocklist_durations_are_valid() {
         let mut config = BrokerConfig::default();
-        config.timeouts.blocklist_violation_ms = 0;
-        config.timeouts.blocklist_claim_timeout_ms = 0;
+        config.protocol.blocklist_violation_ms = 0;
+        config.protocol.blocklist_claim_timeout_ms = 0;
         assert!(config.validate().is_empty());
     }
 
@@ -358,15 +360,15 @@ mod tests {
     #[test]
     fn the_derived_history_bound_keeps_the_rings_within_half_of_frame_memory() {
         let mut config = BrokerConfig::default();
-        assert_eq!(config.limits.history_bytes_max, 0);
+        assert_eq!(config.protocol.history_bytes_max, 0);
         assert_eq!(config.effective_history_bytes(), 256 << 10);
         // More cohorts, or less frame memory: a smaller ring, never a refusal.
-        config.limits.cohorts_max = 2_000;
+        config.protocol.cohorts_max = 2_000;
         let derived = config.effective_history_bytes();
         assert_eq!(derived, (512 << 20) / 2 / 2_000);
-        assert!(config.limits.cohorts_max * derived <= config.limits.frame_memory_bytes_max / 2);
+        assert!(config.protocol.cohorts_max * derived <= config.limits.frame_memory_bytes_max / 2);
         assert_eq!(config.validate(), Vec::new());
-        assert_eq!(config.protocol().history_bytes_max, derived);
+        assert_eq!(config.effective_protocol().history_bytes_max, derived);
         // Too little to hold the largest frame: refused, saying where the value came from.
         config.limits.frame_memory_bytes_max = 8 << 20;
         let errors = config.validate();
@@ -382,12 +384,12 @@ mod tests {
     #[test]
     fn history_rings_may_take_at_most_half_of_frame_memory() {
         let mut config = BrokerConfig::default();
-        config.limits.cohorts_max = 4;
+        config.protocol.cohorts_max = 4;
         config.limits.frame_memory_bytes_max = 8 << 20;
-        config.limits.history_bytes_max = 1 << 20;
+        config.protocol.history_bytes_max = 1 << 20;
         config.limits.outbound_queue_bytes_max = 2 << 20;
         assert_eq!(config.validate(), Vec::new());
-        config.limits.history_bytes_max = (1 << 20) + 1;
+        config.protocol.history_bytes_max = (1 << 20) + 1;
         let messages: Vec<String> = config.validate().iter().map(ToString::to_string).collect();
         assert_eq!(
             messages,
@@ -397,17 +399,17 @@ mod tests {
             ]
         );
         // The core's own bound names the key in its section.
-        config.limits.history_bytes_max = 100;
+        config.protocol.history_bytes_max = 100;
         assert_eq!(config.validate()[0].key, "limits.history_bytes_max");
-        config.limits.history_bytes_max = 1 << 20;
-        config.limits.history_frames_max = 0;
+        config.protocol.history_bytes_max = 1 << 20;
+        config.protocol.history_frames_max = 0;
         assert_eq!(config.validate()[0].key, "limits.history_frames_max");
     }
 
     #[test]
     fn a_stream_may_hold_at_least_a_full_backlog_and_two_frames() {
         let mut config = BrokerConfig::default();
-        config.limits.history_bytes_max = 100_000;
+        config.protocol.history_bytes_max = 100_000;
         config.limits.outbound_queue_bytes_max = 100_000 + 2 * 8192;
         assert_eq!(config.validate(), Vec::new());
         config.limits.outbound_queue_bytes_max -= 1;
@@ -426,8 +428,8 @@ mod tests {
         let old = BrokerConfig::default();
         let new = BrokerConfig::from_toml_str("[protocol]\nhistory = \"refuse\"\n")
             .expect("a valid [protocol] section");
-        assert_eq!(old.protocol().history, HistoryPolicy::Serve);
-        assert_eq!(new.protocol().history, HistoryPolicy::Refuse);
+        assert_eq!(old.effective_protocol().history, HistoryPolicy::Serve);
+        assert_eq!(new.effective_protocol().history, HistoryPolicy::Refuse);
         assert_eq!(
             reloadable_diff(&old, &new),
             Ok(vec![

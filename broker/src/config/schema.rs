@@ -1,33 +1,36 @@
 //! The typed configuration: `BrokerConfig`, its sections, and what is derived from them.
 //!
 //! Owns: the structs a running broker reads (one field per row of `keys::KEYS`, which says
-//! what each is, its default, unit, bounds and whether a reload may change it), their
-//! defaults (deserialized from the table's), the effective values derived from a `0 = auto`
-//! key, and the mapping onto the protocol core's `ProtocolConfig`.
-//! Never does: parse sources (`layers`), judge values (`rules`) or compare two
-//! configurations (`reload`).
+//! what each is, its default, unit, bounds and whether a reload may change it): the broker's
+//! own keys in one struct per section, the protocol core's keys in bps-core's
+//! `ProtocolConfig` (declared there once); their defaults (deserialized from the table's),
+//! and the effective values derived from a `0 = auto` key, the machines' `ProtocolConfig`
+//! among them.
+//! Never does: parse sources (`layers`), place keys in their TOML sections (`sections`),
+//! judge values (`rules`) or compare two configurations (`reload`).
 
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
 use super::keys::{self, CORES_MAX};
-use crate::protocol::{HistoryPolicy, ProtocolConfig};
+use crate::protocol::ProtocolConfig;
 
-/// The whole configuration of one broker process.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The whole configuration of one broker process. Its TOML form (`Serialize` and
+/// `Deserialize`, in `sections`) has a section per struct; the protocol core's keys are in
+/// `[limits]`, `[timeouts]` and `[protocol]`, where `keys::KEYS` places them.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerConfig {
     /// Sockets, cores, the I/O driver and the process-level bounds.
     pub server: ServerConfig,
-    /// Protocol bounds (R26..R33) and the broker-wide connection bound.
+    /// The broker's own bounds in `[limits]` (connections, memory, metrics).
     pub limits: LimitsConfig,
-    /// Protocol deadlines (R24, R34, R35, R39) and the health-check deadline.
+    /// The broker's own deadlines in `[timeouts]` (health check, flush, write progress).
     pub timeouts: TimeoutsConfig,
-    /// Protocol policies where the spec lets the broker choose (D11). The section is
-    /// `[protocol]`; the field has another name because `protocol()` maps the whole config.
-    #[serde(rename = "protocol")]
-    pub policy: PolicyConfig,
+    /// The protocol core's keys: its bounds (R26..R33) in `[limits]`, its deadlines (R24,
+    /// R34, R35, R39) in `[timeouts]`, its policy where the spec lets the broker choose
+    /// (D11) in `[protocol]`. As configured: `effective_protocol()` is what the machines get.
+    pub protocol: ProtocolConfig,
     /// The verification pool.
     pub verify: VerifyConfig,
     /// Logging.
@@ -98,34 +101,12 @@ pub enum VerifyMode {
     Inline,
 }
 
-/// `[limits]`: the protocol's bounds (R26..R33) and the broker's own bounds.
+/// `[limits]`, the broker's own keys (the protocol core's are in `BrokerConfig::protocol`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
-    pub streams_per_cohort_max: usize,
-    pub pending_streams_per_cohort_max: usize,
-    pub cohorts_max: usize,
-    pub cohorts_per_peer_max: usize,
-    pub cohorts_per_ipv6_prefix_max: usize,
-    pub ipv6_prefix_bits: u32,
-    pub streams_per_peer_per_cohort_max: usize,
-    pub publisher_streams_per_address_max: usize,
-    pub outbound_queue_frames_max: usize,
     pub outbound_queue_bytes_max: usize,
-    pub dedup_window_entries: usize,
-    pub cursors_per_cohort_max: usize,
-    pub frame_bytes_max: usize,
-    pub frames_in_flight_per_stream_max: usize,
-    pub blocklist_entries_max: usize,
-    pub history_frames_max: usize,
-    pub history_bytes_max: usize,
     pub connections_max: usize,
-    pub dropped_frames_per_stream_per_s_max: u32,
-    pub prejoin_connections_per_peer_max: usize,
-    pub join_timeouts_per_peer_max: usize,
-    pub spectator_sessions_per_peer_max: usize,
-    pub spectator_sessions_per_peer_per_cohort_max: usize,
-    pub spectator_slots_percent: usize,
     pub cohort_series_max: usize,
     pub memory_bytes_max: u64,
     pub frame_memory_bytes_max: usize,
@@ -138,17 +119,10 @@ impl Default for LimitsConfig {
     }
 }
 
-/// `[timeouts]`: protocol deadlines and the broker's own deadlines.
+/// `[timeouts]`, the broker's own keys (the protocol core's are in `BrokerConfig::protocol`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimeoutsConfig {
-    pub claim_deadline_ms: u64,
-    pub inactivity_deadline_ms: u64,
-    pub idle_cohort_reclaim_ms: u64,
-    pub revocation_grace_ms: u64,
-    pub blocklist_violation_ms: u64,
-    pub blocklist_claim_timeout_ms: u64,
-    pub blocklist_join_timeout_ms: u64,
     pub healthz_deadline_ms: u64,
     pub flush_deadline_ms: u64,
     pub write_progress_deadline_ms: u64,
@@ -158,13 +132,6 @@ impl Default for TimeoutsConfig {
     fn default() -> TimeoutsConfig {
         BrokerConfig::default().timeouts
     }
-}
-
-/// `[protocol]`: what the broker decides where the spec lets it choose.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyConfig {
-    pub history: HistoryPolicy,
 }
 
 /// `[verify]`: the verification pool (ARCHITECTURE.md section 3).
@@ -324,43 +291,13 @@ impl BrokerConfig {
         )
     }
 
-    /// The protocol core's policy, from `[limits]`, `[timeouts]` and `[protocol]`.
+    /// The protocol core's policy as the machines get it: the configured keys with
+    /// `limits.history_bytes_max = 0` resolved (`effective_history_bytes`).
     #[must_use]
-    pub fn protocol(&self) -> ProtocolConfig {
-        let limits = &self.limits;
-        let timeouts = &self.timeouts;
+    pub fn effective_protocol(&self) -> ProtocolConfig {
         ProtocolConfig {
-            streams_per_cohort_max: limits.streams_per_cohort_max,
-            pending_streams_per_cohort_max: limits.pending_streams_per_cohort_max,
-            cohorts_max: limits.cohorts_max,
-            cohorts_per_peer_max: limits.cohorts_per_peer_max,
-            cohorts_per_ipv6_prefix_max: limits.cohorts_per_ipv6_prefix_max,
-            ipv6_prefix_bits: limits.ipv6_prefix_bits,
-            streams_per_peer_per_cohort_max: limits.streams_per_peer_per_cohort_max,
-            publisher_streams_per_address_max: limits.publisher_streams_per_address_max,
-            outbound_queue_frames_max: limits.outbound_queue_frames_max,
-            dedup_window_entries: limits.dedup_window_entries,
-            cursors_per_cohort_max: limits.cursors_per_cohort_max,
-            frame_bytes_max: limits.frame_bytes_max,
-            claim_deadline_ms: timeouts.claim_deadline_ms,
-            inactivity_deadline_ms: timeouts.inactivity_deadline_ms,
-            idle_cohort_reclaim_ms: timeouts.idle_cohort_reclaim_ms,
-            revocation_grace_ms: timeouts.revocation_grace_ms,
-            blocklist_violation_ms: timeouts.blocklist_violation_ms,
-            blocklist_claim_timeout_ms: timeouts.blocklist_claim_timeout_ms,
-            blocklist_entries_max: limits.blocklist_entries_max,
-            frames_in_flight_per_stream_max: limits.frames_in_flight_per_stream_max,
-            dropped_frames_per_stream_per_s_max: limits.dropped_frames_per_stream_per_s_max,
-            prejoin_connections_per_peer_max: limits.prejoin_connections_per_peer_max,
-            join_timeouts_per_peer_max: limits.join_timeouts_per_peer_max,
-            blocklist_join_timeout_ms: timeouts.blocklist_join_timeout_ms,
-            spectator_sessions_per_peer_max: limits.spectator_sessions_per_peer_max,
-            spectator_sessions_per_peer_per_cohort_max: limits
-                .spectator_sessions_per_peer_per_cohort_max,
-            spectator_slots_percent: limits.spectator_slots_percent,
-            history: self.policy.history,
-            history_frames_max: limits.history_frames_max,
             history_bytes_max: self.effective_history_bytes(),
+            ..self.protocol.clone()
         }
     }
 }

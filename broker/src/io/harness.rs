@@ -35,7 +35,7 @@ pub fn shared(cores: usize, edit: impl FnOnce(&mut BrokerConfig)) -> (Arc<Shared
     let mut config = BrokerConfig::default();
     config.verify.mode = VerifyMode::Inline;
     edit(&mut config);
-    let protocol = config.protocol();
+    let protocol = config.effective_protocol();
     let ledger = Arc::new(PeerLedger::new(&protocol));
     let machines: Vec<Machine> = (0..cores)
         .map(|core| {

@@ -1045,7 +1045,7 @@ mod gate_tests {
 
     #[test]
     fn a_stream_out_of_credit_neither_reads_nor_hands_over_until_a_credit() {
-        let link = link_with(|config| config.limits.frames_in_flight_per_stream_max = 2);
+        let link = link_with(|config| config.protocol.frames_in_flight_per_stream_max = 2);
         let port = joined(&link, 1);
         send(&link, &port);
         send(&link, &port);
@@ -1131,7 +1131,7 @@ mod gate_tests {
         const MEMORY_BYTES: usize = 32 * 1024;
         let link = link_with(|config| {
             config.limits.frame_memory_bytes_max = MEMORY_BYTES;
-            config.limits.cohorts_max = 1;
+            config.protocol.cohorts_max = 1;
         });
         let port = joined(&link, 1);
         let filler = link.memory().frame(&[0; MEMORY_BYTES]);
@@ -1156,7 +1156,7 @@ mod gate_tests {
 
     #[test]
     fn a_closed_stream_is_told_at_the_gate() {
-        let link = link_with(|config| config.limits.frames_in_flight_per_stream_max = 1);
+        let link = link_with(|config| config.protocol.frames_in_flight_per_stream_max = 1);
         let port = joined(&link, 1);
         send(&link, &port);
         let wakes = Arc::new(Wakes::default());

@@ -109,7 +109,7 @@ pub struct Settings {
 
 impl Settings {
     fn of(config: &BrokerConfig, statics: Arc<ws::StaticFiles>) -> Settings {
-        let protocol = config.protocol();
+        let protocol = config.effective_protocol();
         Settings {
             frame_bytes_max: protocol.frame_bytes_max,
             join_deadline_ms: config.server.join_deadline_ms,
@@ -276,7 +276,7 @@ impl Broker {
         let (listeners, listen_addr) = bind("server.listen", config.server.listen, cores)?;
         let (ws_listeners, ws_addr) = bind_ws(config, cores)?;
 
-        let protocol = config.protocol();
+        let protocol = config.effective_protocol();
         let ledger = Arc::new(PeerLedger::new(&protocol));
         let mut machines: Vec<Machine> = (0..cores)
             .map(|_| Machine::new(protocol.clone(), Arc::clone(&ledger), StdRng::from_os_rng()))
@@ -349,7 +349,7 @@ impl Broker {
     pub fn reload(&self, config: &BrokerConfig, budget: MemoryBudget) -> Vec<CoreId> {
         let shared = &self.shared;
         // The broker-wide bounds (R31, R32, the blocklist, pre-Join caps) live in the ledger.
-        shared.ledger.reconfigure(&config.protocol());
+        shared.ledger.reconfigure(&config.effective_protocol());
         shared
             .cohort_series_max
             .store(config.limits.cohort_series_max, Ordering::Relaxed);
@@ -361,7 +361,7 @@ impl Broker {
             Ordering::Relaxed,
         );
         shared.history_served.store(
-            config.protocol().history == HistoryPolicy::Serve,
+            config.effective_protocol().history == HistoryPolicy::Serve,
             Ordering::Relaxed,
         );
         *shared
@@ -372,7 +372,9 @@ impl Broker {
             .mailboxes
             .iter()
             .enumerate()
-            .filter(|(_, mailbox)| !mailbox.send(Control::Reload(Box::new(config.protocol()))))
+            .filter(|(_, mailbox)| {
+                !mailbox.send(Control::Reload(Box::new(config.effective_protocol())))
+            })
             .map(|(core, _)| CoreId::new(core))
             .collect()
     }
@@ -452,7 +454,9 @@ fn shared_state(
         cohort_series_max: AtomicUsize::new(config.limits.cohort_series_max),
         flush_deadline_ms: AtomicU64::new(config.timeouts.flush_deadline_ms),
         write_progress_deadline_ms: AtomicU64::new(config.timeouts.write_progress_deadline_ms),
-        history_served: AtomicBool::new(config.protocol().history == HistoryPolicy::Serve),
+        history_served: AtomicBool::new(
+            config.effective_protocol().history == HistoryPolicy::Serve,
+        ),
         budget: std::sync::Mutex::new(budget),
         cpu_clocks: (0..cores)
             .map(|_| thread_cpu::ThreadCpuClock::default())

@@ -166,7 +166,7 @@ mod tests {
 
     fn link_with(edit: impl FnOnce(&mut crate::config::BrokerConfig)) -> CoreLink {
         let (shared, _) = harness::shared(1, |config| {
-            config.limits.prejoin_connections_per_peer_max = 64;
+            config.protocol.prejoin_connections_per_peer_max = 64;
             edit(config);
         });
         CoreLink::new(CoreId::new(0), shared)
@@ -187,7 +187,7 @@ mod tests {
     fn under_memory_pressure_the_largest_stalled_holders_go_first_a_few_a_scan() {
         let link = link_with(|config| {
             config.limits.frame_memory_bytes_max = 4096;
-            config.limits.history_bytes_max = 8194;
+            config.protocol.history_bytes_max = 8194;
         });
         let now = Instant::now();
         let long_ago = now

@@ -258,7 +258,7 @@ mod tests {
     #[test]
     fn what_the_kernel_refuses_is_written_later_complete_and_in_order() {
         harness::on_each_driver(|driver| async move {
-            let link = link_with(|config| config.limits.outbound_queue_frames_max = 1024);
+            let link = link_with(|config| config.protocol.outbound_queue_frames_max = 1024);
             let Carried {
                 port,
                 mut peer,
@@ -311,7 +311,7 @@ mod tests {
     #[test]
     fn a_burst_beyond_the_queue_bound_that_the_kernel_takes_is_no_slow_consumer() {
         harness::on_each_driver(|driver| async move {
-            let link = link_with(|config| config.limits.outbound_queue_frames_max = 8);
+            let link = link_with(|config| config.protocol.outbound_queue_frames_max = 8);
             let Carried {
                 port,
                 mut peer,
@@ -348,7 +348,7 @@ mod tests {
     #[test]
     fn a_peer_that_does_not_read_is_a_slow_consumer_once_the_kernel_refuses_its_bytes() {
         harness::on_each_driver(|driver| async move {
-            let link = link_with(|config| config.limits.outbound_queue_frames_max = 8);
+            let link = link_with(|config| config.protocol.outbound_queue_frames_max = 8);
             let Carried { port, peer, ended } =
                 carried(&link, Some(SMALL_BUFFER_BYTES), Some(SMALL_BUFFER_BYTES)).await;
             let frame = frames(1, 1024).remove(0);
@@ -485,7 +485,7 @@ mod tests {
     #[test]
     fn a_reader_out_of_credit_stops_and_a_credit_resumes_it_without_a_timer() {
         harness::on_each_driver(|driver| async move {
-            let link = link_with(|config| config.limits.frames_in_flight_per_stream_max = 2);
+            let link = link_with(|config| config.protocol.frames_in_flight_per_stream_max = 2);
             let Carried {
                 port,
                 mut peer,
@@ -541,7 +541,7 @@ mod tests {
         harness::on_each_driver(|driver| async move {
             let link = link_with(|config| {
                 config.limits.frame_memory_bytes_max = MEMORY_BYTES;
-                config.limits.cohorts_max = 1;
+                config.protocol.cohorts_max = 1;
             });
             let filler = link.memory().frame(&[0; MEMORY_BYTES]);
             let Carried {

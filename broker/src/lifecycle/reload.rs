@@ -73,9 +73,9 @@ mod tests {
         );
 
         let mut new = current.clone();
-        new.timeouts.claim_deadline_ms = 5000;
+        new.protocol.claim_deadline_ms = 5000;
         new.server.cores = 3;
-        new.limits.frame_bytes_max = 20_000;
+        new.protocol.frame_bytes_max = 20_000;
         let ReloadPlan::Apply {
             config,
             changes,
@@ -84,11 +84,11 @@ mod tests {
         else {
             panic!("expected apply");
         };
-        assert_eq!(config.timeouts.claim_deadline_ms, 5000);
+        assert_eq!(config.protocol.claim_deadline_ms, 5000);
         assert_eq!(config.server.cores, 0);
         assert_eq!(
-            config.limits.frame_bytes_max,
-            current.limits.frame_bytes_max
+            config.protocol.frame_bytes_max,
+            current.protocol.frame_bytes_max
         );
         assert_eq!(
             changes,
@@ -103,7 +103,7 @@ mod tests {
         );
 
         let mut invalid = current.clone();
-        invalid.limits.cohorts_max = 0;
+        invalid.protocol.cohorts_max = 0;
         let ReloadPlan::Invalid(errors) = plan_reload(&current, Ok(invalid)) else {
             panic!("expected invalid");
         };
