@@ -2,8 +2,9 @@
 //!
 //! Owns: `bps.proto` and the prost types generated from it ([`pb`]), the varint-delimited
 //! frame codec ([`frame`]), keccak256 ([`hash`]), the typed cohort spec with its canonical
-//! key and `Join` validation ([`spec`]), session-feed chunk-id derivation ([`chunk_id`]) and
-//! the `Roster` payload codec ([`roster`]).
+//! key and `Join` validation ([`spec`]), session-feed chunk-id derivation ([`chunk_id`]),
+//! the `Roster` payload codec ([`roster`]) and placement by cohort key: which broker of a
+//! list is a cohort's root ([`placement`]).
 //!
 //! Never: a runtime, a socket, a clock, a signature. Everything here is a pure function of
 //! its arguments, so the broker core, the verifier and the clients share one definition of
@@ -12,6 +13,7 @@
 pub mod chunk_id;
 pub mod frame;
 pub mod hash;
+pub mod placement;
 pub mod roster;
 pub mod spec;
 
@@ -36,6 +38,9 @@ pub use frame::{
 pub use hash::{Keccak256, keccak256};
 pub use pb::{
     Ack, Broadcast, CohortSpec, Join, Kind, PublisherRegime, Roster, Status, TopicBinding,
+};
+pub use placement::{
+    BROKER_NAME_BYTES_MAX, PLACEMENT_TAG, PlacementError, broker_name, rank, weight,
 };
 pub use roster::{RosterError, decode_roster, encode_roster};
 pub use spec::{Authorship, Binding, CohortKey, RejectReason, Spec, ValidJoin, validate_join};
