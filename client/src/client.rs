@@ -2,7 +2,9 @@
 //!
 //! Owns: driving a [`Session`] with a [`Subscriber`] (every received frame verified end to
 //! end, R41) or a [`Publisher`] (claim, publish, reconnect with re-signing), the R38 backoff
-//! between streams, the overall timeout, and the lines printed for each event.
+//! between streams, the overall timeout, and the lines printed for each event. Given several
+//! brokers, a run starts at its cohort's root by placement and moves along the [`Route`] to
+//! the next in rank after a failed connect or, when reconnecting, a lost stream.
 //!
 //! `bps sub --json` prints one JSON object per line, each with a `kind` (a contract, like
 //! the field names):
@@ -26,8 +28,9 @@
 //!
 //! Never: decides what is valid (the subscriber does), signs (the publisher does), or
 //! exits the process: every outcome is a value the binary maps to an exit code. A refused
-//! Join ends the run with [`ClientError::Refused`]; a reset stream is retried after a backoff
-//! delay unless reconnecting is off.
+//! Join ends the run with [`ClientError::Refused`] (a FULL root is not failed over: it is the
+//! cohort's meeting point); a reset stream is retried after a backoff delay unless
+//! reconnecting is off.
 
 use std::io::{self, Write};
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -40,6 +43,7 @@ use serde_json::json;
 use crate::backoff::Backoff;
 use crate::publisher::{Outgoing, Publisher, Role};
 use crate::refusal::Refusal;
+use crate::route::Route;
 use crate::session::{JoinAnswer, Session, SessionConfig, SessionError};
 use crate::subscriber::{Event, Received, Subscriber};
 
@@ -82,8 +86,9 @@ impl std::error::Error for ClientError {}
 /// Where to connect and how to behave between streams.
 #[derive(Debug, Clone)]
 pub struct Connection {
-    /// `HOST:PORT` (TCP) or `ws://HOST:PORT/bps/v1` (WebSocket).
-    pub target: String,
+    /// The brokers, each `HOST:PORT` (TCP) or `ws://HOST:PORT/bps/v1` (WebSocket); several
+    /// are ranked for the cohort by placement ([`Route`]).
+    pub targets: Vec<String>,
     /// Timeouts of each stream.
     pub session: SessionConfig,
     /// Reconnect after a reset (R38 backoff) instead of failing.
@@ -174,16 +179,33 @@ impl Pacing {
     }
 }
 
-/// Opens a stream, retrying with backoff on connection errors when allowed.
+/// The route of a run's cohort over the connection's brokers.
+fn route(connection: &Connection, spec: &Spec) -> Result<Route, ClientError> {
+    Route::new(&connection.targets, spec)
+        .map_err(|error| ClientError::Failed(format!("--target: {error}")))
+}
+
+/// What a warning says of a failed stream: the failure, and where the retry goes when
+/// there is somewhere else to go (the route has already moved on).
+fn failure(route: &Route, what: &str) -> String {
+    if route.fails_over() {
+        format!("{what}; next: {}", route.current())
+    } else {
+        what.to_owned()
+    }
+}
+
+/// Opens a stream, retrying with backoff on connection errors when allowed, each retry at
+/// the next broker of the route.
 fn open<O: Write, E: Write>(
-    connection: &Connection,
+    (connection, route): (&Connection, &mut Route),
     spec: &Spec,
     addr: &Address,
     pacing: &mut Pacing,
     output: &mut Output<O, E>,
 ) -> Result<Option<Session>, ClientError> {
     loop {
-        match Session::join_explained(&connection.target, spec, addr, connection.session) {
+        match Session::join_explained(route.current(), spec, addr, connection.session) {
             Ok(JoinAnswer::Joined(session)) => {
                 pacing.backoff.reset();
                 return Ok(Some(session));
@@ -198,7 +220,8 @@ fn open<O: Write, E: Write>(
                 return Err(ClientError::Refused(refusal));
             }
             Err(error) if connection.reconnect => {
-                if !pacing.back_off(output, &error.to_string()) {
+                route.advance();
+                if !pacing.back_off(output, &failure(route, &error.to_string())) {
                     return Ok(None);
                 }
             }
@@ -216,10 +239,10 @@ enum SessionEnd {
 }
 
 /// After a reset, shared by `run_sub` and `run_pub`: without `--reconnect` the run fails
-/// with it; with it, the run backs off and `Ok(true)` opens another stream (`Ok(false)`:
-/// the deadline passed meanwhile).
+/// with it; with it, the route moves to the next broker, the run backs off and `Ok(true)`
+/// opens another stream (`Ok(false)`: the deadline passed meanwhile).
 fn reconnect_after<O: Write, E: Write>(
-    connection: &Connection,
+    (connection, route): (&Connection, &mut Route),
     pacing: &mut Pacing,
     output: &mut Output<O, E>,
     reset: &SessionError,
@@ -227,7 +250,9 @@ fn reconnect_after<O: Write, E: Write>(
     if !connection.reconnect {
         return Err(ClientError::Failed(reset.to_string()));
     }
-    Ok(pacing.back_off(output, &format!("stream reset: {reset}")))
+    route.advance();
+    let why = failure(route, &format!("stream reset: {reset}"));
+    Ok(pacing.back_off(output, &why))
 }
 
 /// Runs `bps sub`: joins, verifies and prints every frame until `count` DATA messages, an
@@ -239,13 +264,14 @@ pub fn run_sub<O: Write, E: Write>(
 ) -> Result<(), ClientError> {
     let mut subscriber = Subscriber::new(options.spec);
     let mut pacing = Pacing::new(connection.timeout);
+    let mut route = route(connection, &options.spec)?;
     let mut received = 0u64;
     if options.count == Some(0) {
         return Ok(());
     }
     loop {
         let Some(session) = open(
-            connection,
+            (connection, &mut route),
             &options.spec,
             &options.addr,
             &mut pacing,
@@ -254,14 +280,15 @@ pub fn run_sub<O: Write, E: Write>(
         else {
             return sub_timed_out(options.count, received);
         };
-        if !print_joined(connection, options, &session, output)? {
+        if !print_joined(route.current(), options, &session, output)? {
             return Ok(());
         }
         let run = (&mut subscriber, &mut received);
         match sub_session(session, run, options, &pacing, output)? {
             SessionEnd::Over => return Ok(()),
             SessionEnd::Reset(reset) => {
-                if !reconnect_after(connection, &mut pacing, output, &reset)? {
+                let at = (connection, &mut route);
+                if !reconnect_after(at, &mut pacing, output, &reset)? {
                     return sub_timed_out(options.count, received);
                 }
             }
@@ -283,7 +310,7 @@ fn sub_timed_out(count: Option<u64>, received: u64) -> Result<(), ClientError> {
 /// `bps sub`'s line for a joined stream (JSON on stdout, or a note); `false` if stdout is
 /// closed.
 fn print_joined<O: Write, E: Write>(
-    connection: &Connection,
+    target: &str,
     options: &SubOptions,
     session: &Session,
     output: &mut Output<O, E>,
@@ -301,8 +328,7 @@ fn print_joined<O: Write, E: Write>(
         );
     }
     output.note(&format!(
-        "joined {} as 0x{}",
-        connection.target,
+        "joined {target} as 0x{}",
         hex::encode(options.addr)
     ));
     Ok(true)
@@ -488,17 +514,20 @@ pub fn run_pub<O: Write, E: Write>(
         next_send: Instant::now(),
     };
     let mut pacing = Pacing::new(connection.timeout);
+    let mut route = route(connection, &spec)?;
     loop {
-        let Some(session) = open(connection, &spec, &run.addr, &mut pacing, output)? else {
+        let at = (connection, &mut route);
+        let Some(session) = open(at, &spec, &run.addr, &mut pacing, output)? else {
             return Err(run.timed_out());
         };
         run.publisher.begin_session(*session.challenge());
-        run.announce(connection, output);
+        run.announce(route.current(), output);
         match run.session(session, &pacing, output)? {
             SessionEnd::Over => return Ok(()),
             SessionEnd::Reset(reset) => {
                 run.publisher.end_session();
-                if !reconnect_after(connection, &mut pacing, output, &reset)? {
+                let at = (connection, &mut route);
+                if !reconnect_after(at, &mut pacing, output, &reset)? {
                     return Err(run.timed_out());
                 }
             }
@@ -537,9 +566,9 @@ impl PubRun {
     }
 
     /// The notes for a joined stream.
-    fn announce<O: Write, E: Write>(&self, connection: &Connection, output: &mut Output<O, E>) {
+    fn announce<O: Write, E: Write>(&self, target: &str, output: &mut Output<O, E>) {
         let addr = hex::encode(self.addr);
-        output.note(&format!("joined {} as 0x{addr}", connection.target));
+        output.note(&format!("joined {target} as 0x{addr}"));
         if self.publisher.role() == Some(Role::AwaitingRoster) {
             output.note(&format!("waiting for a roster naming 0x{addr}"));
         }
@@ -777,7 +806,15 @@ mod tests {
     fn peer(scripts: Vec<Script>) -> (String, thread::JoinHandle<Vec<Vec<Broadcast>>>) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let target = listener.local_addr().expect("addr").to_string();
-        let handle = thread::spawn(move || {
+        (target, peer_on(listener, scripts))
+    }
+
+    /// [`peer`] on a listener the test already holds.
+    fn peer_on(
+        listener: TcpListener,
+        scripts: Vec<Script>,
+    ) -> thread::JoinHandle<Vec<Vec<Broadcast>>> {
+        thread::spawn(move || {
             let mut streams = Vec::new();
             for script in scripts {
                 let (mut stream, _) = listener.accept().expect("accept");
@@ -797,13 +834,12 @@ mod tests {
                 streams.push(read);
             }
             streams
-        });
-        (target, handle)
+        })
     }
 
     fn connection(target: String, reconnect: bool) -> Connection {
         Connection {
-            target,
+            targets: vec![target],
             session: SessionConfig::default(),
             reconnect,
             timeout: Some(Duration::from_secs(20)),
@@ -1251,5 +1287,142 @@ mod tests {
         let error = run_sub(&quick, &options, &mut terminal()).expect_err("timeout");
         assert_eq!(error.to_string(), "timed out with 0 of 1 messages");
         assert!(holder.join().expect("holder").is_none());
+    }
+    /// `count` loopback listeners and the `--target` list of their addresses: the list in
+    /// the order given, the listeners in `spec`'s rank order (root first).
+    fn ranked_listeners(count: usize, spec: &Spec) -> (Vec<String>, Vec<TcpListener>) {
+        let listeners: Vec<TcpListener> = (0..count)
+            .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
+            .collect();
+        let targets: Vec<String> = listeners
+            .iter()
+            .map(|listener| listener.local_addr().expect("addr").to_string())
+            .collect();
+        let order = bps_proto::rank(&targets, &spec.key()).expect("a valid list");
+        let mut slots: Vec<Option<TcpListener>> = listeners.into_iter().map(Some).collect();
+        let ranked = order
+            .iter()
+            .map(|&position| slots[position].take().expect("each once"))
+            .collect();
+        (targets, ranked)
+    }
+
+    fn address(listener: &TcpListener) -> String {
+        listener.local_addr().expect("addr").to_string()
+    }
+
+    /// The brokers the run joined, in order, from its notes.
+    fn joined(err: &[u8]) -> Vec<String> {
+        String::from_utf8_lossy(err)
+            .lines()
+            .filter_map(|line| line.strip_prefix("joined "))
+            .map(|rest| rest.split(' ').next().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    fn ended_by_eos(admin: &SigningKey) -> Script {
+        let eos = sign_broadcast(admin, Kind::Eos, &TOPIC, &[3; 32], 0, b"");
+        Script {
+            ack: ok([8; 32]),
+            frames: vec![eos.frame],
+            read: None,
+        }
+    }
+
+    fn reset_after_ack() -> Script {
+        Script {
+            ack: ok([8; 32]),
+            frames: Vec::new(),
+            read: Some(0),
+        }
+    }
+
+    #[test]
+    fn a_target_list_starts_at_the_root_and_a_failed_connect_moves_to_the_next_in_rank() {
+        let admin = key(1);
+        let spec = explicit(&admin);
+        let (targets, mut ranked) = ranked_listeners(3, &spec);
+        let last = ranked.pop().expect("third");
+        let second = ranked.pop().expect("second");
+        let root = ranked.pop().expect("root");
+        let (root_address, second_address) = (address(&root), address(&second));
+        // The root is down: its port refuses connections.
+        drop(root);
+        let peer = peer_on(second, vec![ended_by_eos(&admin)]);
+        let options = SubOptions {
+            spec,
+            addr: [4; 20],
+            json: false,
+            count: None,
+        };
+        let list = Connection {
+            targets,
+            ..connection(String::new(), true)
+        };
+        let mut output = terminal();
+        run_sub(&list, &options, &mut output).expect("eos at the second");
+        peer.join().expect("peer");
+        let notes = String::from_utf8_lossy(&output.err).into_owned();
+        assert!(
+            notes.contains(&format!("cannot connect to {root_address}")),
+            "{notes}"
+        );
+        assert!(
+            notes.contains(&format!("next: {second_address}")),
+            "{notes}"
+        );
+        assert_eq!(joined(&output.err), [second_address]);
+        last.set_nonblocking(true).expect("nonblocking");
+        assert!(
+            last.accept()
+                .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock),
+            "the third in rank was never tried"
+        );
+    }
+
+    #[test]
+    fn a_lost_stream_moves_to_the_next_in_rank_and_wraps_around_to_the_root() {
+        let admin = key(1);
+        let spec = explicit(&admin);
+        let (targets, mut ranked) = ranked_listeners(2, &spec);
+        let second = ranked.pop().expect("second");
+        let root = ranked.pop().expect("root");
+        let expected = [address(&root), address(&second), address(&root)];
+        let root = peer_on(root, vec![reset_after_ack(), ended_by_eos(&admin)]);
+        let second = peer_on(second, vec![reset_after_ack()]);
+        let options = SubOptions {
+            spec,
+            addr: [4; 20],
+            json: false,
+            count: None,
+        };
+        let list = Connection {
+            targets,
+            ..connection(String::new(), true)
+        };
+        let mut output = terminal();
+        run_sub(&list, &options, &mut output).expect("eos back at the root");
+        root.join().expect("root");
+        second.join().expect("second");
+        assert_eq!(joined(&output.err), expected);
+    }
+
+    #[test]
+    fn a_list_that_cannot_be_ranked_fails_the_run() {
+        let list = Connection {
+            targets: vec!["a:1".to_owned(), "a:1".to_owned()],
+            ..connection(String::new(), true)
+        };
+        let options = SubOptions {
+            spec: explicit(&key(1)),
+            addr: [4; 20],
+            json: false,
+            count: None,
+        };
+        let error = run_sub(&list, &options, &mut terminal()).expect_err("a duplicate");
+        assert_eq!(
+            error.to_string(),
+            "--target: broker a:1 is in the list twice"
+        );
     }
 }

@@ -7,7 +7,8 @@
 //! machine with claim, index sequences and signing ([`publisher`]), what a refused Join
 //! means: the bound and the setting that moves it ([`refusal`]), end-to-end verification
 //! of received frames ([`subscriber`]) with its bounded tables ([`cursor_table`],
-//! [`dedup_window`]), the R38 reconnect schedule ([`backoff`]), the chunk
+//! [`dedup_window`]), the R38 reconnect schedule ([`backoff`]), which broker of a list a
+//! run connects to, by placement, and where it fails over to ([`route`]), the chunk
 //! tool's reports ([`inspect`]) and the terminal client's loops ([`client`]).
 //!
 //! Never: broker internals. Everything here speaks to a broker only through the wire
@@ -22,6 +23,7 @@ pub mod hexarg;
 pub mod inspect;
 pub mod publisher;
 pub mod refusal;
+pub mod route;
 pub mod session;
 pub mod spec;
 pub mod subscriber;

@@ -534,6 +534,22 @@ fn usage_errors_exit_2() {
     assert_eq!(code(&bps(&["sub", "--help"])), 0);
 }
 
+#[test]
+fn a_target_list_that_cannot_be_ranked_is_bad_input() {
+    for list in ["127.0.0.1:9,127.0.0.1:9", "127.0.0.1:9,,127.0.0.1:10", " "] {
+        let args = [
+            "sub",
+            "--target",
+            list,
+            "--topic",
+            ZERO_ID,
+            "--binding",
+            "mnemonic",
+        ];
+        assert_bad_input(&args, "--target");
+    }
+}
+
 fn spec() -> Spec {
     Spec {
         topic: [0x42; 32],

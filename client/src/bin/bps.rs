@@ -20,6 +20,7 @@ use bps_client::client::{
 use bps_client::hexarg::{ArgError, check_payload, parse_fixed, parse_hex, parse_key};
 use bps_client::inspect::{decode_frame, inspect_soc};
 use bps_client::publisher::{Publisher, PublisherConfig, PublisherError};
+use bps_client::route::parse_targets;
 use bps_client::session::SessionConfig;
 use bps_client::spec::SpecArgs;
 use bps_proto::{Address, Authorship, Binding, Spec, soc_address};
@@ -142,8 +143,10 @@ enum KeyCommand {
 #[derive(Debug, Args)]
 struct ConnectionArgs {
     /// The broker: HOST:PORT (TCP) or ws://HOST:PORT/bps/v1 (its native WebSocket
-    /// endpoint, one BPS frame per message; port 1639 by default).
-    #[arg(long, value_name = "HOST:PORT|ws://HOST:PORT/bps/v1")]
+    /// endpoint, one BPS frame per message; port 1639 by default). A comma-separated list
+    /// of brokers ranks them for the cohort by placement (docs/SCALING.md): the run joins
+    /// the cohort's root and, after a failed connect or a lost stream, the next in rank.
+    #[arg(long, value_name = "HOST:PORT|ws://HOST:PORT/bps/v1[,...]")]
     target: String,
     /// Give up after this many milliseconds.
     #[arg(long, value_name = "N")]
@@ -154,13 +157,18 @@ struct ConnectionArgs {
 }
 
 impl ConnectionArgs {
-    fn connection(&self) -> Connection {
-        Connection {
-            target: self.target.clone(),
+    /// The connection; a list that cannot be ranked (an empty entry, one given twice) is
+    /// bad input.
+    fn connection(&self) -> Result<Connection, ArgError> {
+        let targets = parse_targets(&self.target);
+        bps_proto::placement::names(&targets)
+            .map_err(|error| ArgError::new("--target", error.to_string()))?;
+        Ok(Connection {
+            targets,
             session: SessionConfig::default(),
             reconnect: !self.no_reconnect,
             timeout: self.timeout_ms.map(Duration::from_millis),
-        }
+        })
     }
 }
 
@@ -429,7 +437,7 @@ fn sub(args: &SubArgs) -> Result<(), Failure> {
         json: args.json,
         count: args.count,
     };
-    run_sub(&args.connection.connection(), &options, &mut terminal())?;
+    run_sub(&args.connection.connection()?, &options, &mut terminal())?;
     Ok(())
 }
 
@@ -492,7 +500,7 @@ fn publish(args: &PubArgs) -> Result<(), Failure> {
     }
     let lines = args.stdin.then(stdin_lines);
     run_pub(
-        &args.connection.connection(),
+        &args.connection.connection()?,
         options,
         publisher,
         lines,
@@ -564,7 +572,7 @@ fn send_queued(
     publisher: Publisher,
 ) -> Result<(), Failure> {
     run_pub(
-        &connection.connection(),
+        &connection.connection()?,
         options,
         publisher,
         None,
