@@ -48,6 +48,19 @@ export { Outbox, PublishError, PublisherError, QUEUED_PUBLICATIONS_MAX_DEFAULT, 
 export type { Outgoing, OutboxOptions, Publication, PublishFault, PublisherFault, Role } from "./outbox.js";
 export { Publisher, SEND_BUFFER_BYTES_MAX_DEFAULT } from "./publisher.js";
 export type { PublisherEnd, PublisherEvent, PublisherOptions } from "./publisher.js";
+export {
+  BROKER_NAME_BYTES_MAX,
+  PLACEMENT_TAG,
+  PlacementError,
+  brokerName,
+  brokerNames,
+  describePlacementFault,
+  placementWeight,
+  rankBrokers,
+} from "./placement.js";
+export type { PlacementFault } from "./placement.js";
+export { brokerList } from "./reconnect.js";
+export type { BrokerList } from "./reconnect.js";
 export { decodeRoster, describeRosterFault, encodeRoster } from "./roster.js";
 export type { RosterFault } from "./roster.js";
 export { EARLY_FRAMES_MAX, HANDSHAKE_TIMEOUT_MS_DEFAULT, Session, SessionError, describeSessionFault } from "./session.js";
@@ -106,7 +119,7 @@ export { MemoryStore, STORE_PREFIX, localStorageStore, storeKey } from "./store.
 export type { MaybePromise, Store, WebStorageLike } from "./store.js";
 export { TransportError, describeTransportFault } from "./transport.js";
 export type { Link, LinkHandlers, Transport, TransportFault } from "./transport.js";
-export { CONNECT_TIMEOUT_MS_DEFAULT, NATIVE_PATH, NATIVE_PORT, nativeEndpoint, webSocketTransport } from "./websocket.js";
+export { CONNECT_TIMEOUT_MS_DEFAULT, NATIVE_PATH, NATIVE_PORT, nativeEndpoint, webSocketBrokers, webSocketTransport } from "./websocket.js";
 export type { WebSocketConstructor, WebSocketLike, WebSocketTransportOptions } from "./websocket.js";
 export {
   AckSchema,

@@ -3,7 +3,11 @@
  * stream until it ends, and after a reset or FULL back off (R38) and join again.
  *
  * Owns: `Reconnector` (the loop, the stop signal, the one way the current stream ends),
- * `ReconnectOptions`, `ReconnectEvent`, `StreamEnd` and `ReconnectEnd`. The backoff starts
+ * `ReconnectOptions`, `ReconnectEvent`, `StreamEnd` and `ReconnectEnd`, and `BrokerList`:
+ * given several brokers instead of one transport, the loop joins the cohort's root by
+ * placement (placement.ts, docs/SCALING.md) and, after a failed connect or a lost stream,
+ * the next broker in rank, wrapping around to the root after the last; a FULL root is
+ * retried, not failed over (it is the cohort's meeting point). The backoff starts
  * over after every Join answered OK. A run ends when stopped, on a REJECTED Join, on an
  * end its owner reports (EOS), or, without `reconnect`, on the first reset or FULL; a reset
  * that a stop caused is not reported. `stop()` ends the current stream or backoff wait at
@@ -16,14 +20,29 @@
 
 import { Backoff } from "./backoff.js";
 import { Status } from "./gen/bps_pb.js";
+import { brokerNames, rankBrokers } from "./placement.js";
 import { Session, SessionError, type SessionFault, type SessionOptions } from "./session.js";
 import { type Sleep, timerSleep } from "./sleep.js";
-import type { Spec } from "./spec.js";
+import { type Spec, cohortKey } from "./spec.js";
 import type { Transport } from "./transport.js";
+
+/** Several brokers, ranked per cohort by placement; build one with `brokerList`. */
+export interface BrokerList {
+  /** The brokers' names (placement.ts `brokerName`: each entry trimmed), as given. */
+  readonly brokers: readonly string[];
+  /** The transport that reaches one broker, by its name. */
+  transportFor(broker: string): Transport;
+}
+
+/** A `BrokerList`; throws `PlacementError` for a list that cannot be ranked (empty, an empty entry, a name twice). */
+export function brokerList(brokers: readonly string[], transportFor: (broker: string) => Transport): BrokerList {
+  return { brokers: Object.freeze(brokerNames(brokers)), transportFor };
+}
 
 /** The options of a `Publisher` and a `Subscriber` that drive their streams. */
 export interface ReconnectOptions {
-  readonly transport: Transport;
+  /** One broker's transport, or several brokers placed by cohort key (`brokerList`). */
+  readonly transport: Transport | BrokerList;
   readonly spec: Spec;
   /** Reconnect after a reset or FULL (default true). */
   readonly reconnect?: boolean;
@@ -33,10 +52,13 @@ export interface ReconnectOptions {
   readonly session?: SessionOptions;
 }
 
-/** What the loop reports of a Join refused or a stream reset (`retryInMs` when it retries). */
+/**
+ * What the loop reports of a Join refused or a stream reset (`retryInMs` when it retries;
+ * `next`, the broker it retries at, when a `BrokerList` has another to go to).
+ */
 export type ReconnectEvent =
   | { readonly type: "refused"; readonly status: Status.FULL | Status.REJECTED; readonly retryInMs?: number }
-  | { readonly type: "reset"; readonly fault: SessionFault; readonly retryInMs?: number };
+  | { readonly type: "reset"; readonly fault: SessionFault; readonly retryInMs?: number; readonly next?: string };
 
 type Reset = { readonly code: "reset"; readonly fault: SessionFault };
 
@@ -59,6 +81,21 @@ export interface StreamOwner {
   event(event: ReconnectEvent): void;
 }
 
+/** A broker in rank order and the transport that reaches it. */
+interface Placed {
+  readonly name: string;
+  readonly transport: Transport;
+}
+
+/** One transport, or the brokers of a list in the rank order of `spec`'s cohort (root first). */
+function placed(transport: Transport | BrokerList, spec: Spec): readonly Placed[] {
+  if (!("brokers" in transport)) return [{ name: "", transport }];
+  return rankBrokers(transport.brokers, cohortKey(spec)).map((position) => {
+    const name = transport.brokers[position]!;
+    return { name, transport: transport.transportFor(name) };
+  });
+}
+
 /** The loop (module docs); `E` are the ends its owner reports. */
 export class Reconnector<E extends { readonly code: string }> {
   readonly #options: ReconnectOptions;
@@ -66,13 +103,18 @@ export class Reconnector<E extends { readonly code: string }> {
   readonly #backoff: Backoff;
   readonly #sleep: Sleep;
   readonly #stopping = new AbortController();
+  /** The brokers in rank order; `#current` is the one the next Join goes to. */
+  readonly #route: readonly Placed[];
+  #current = 0;
   #finish: ((end: StreamEnd<E>) => void) | undefined;
 
+  /** Throws `PlacementError` when `options.transport` is a list that cannot be ranked. */
   constructor(options: ReconnectOptions, owner: StreamOwner) {
     this.#options = options;
     this.#owner = owner;
     this.#backoff = options.backoff ?? new Backoff();
     this.#sleep = options.sleep ?? timerSleep;
+    this.#route = placed(options.transport, options.spec);
   }
 
   /** Ends the run: the current stream closes, a backoff wait ends. */
@@ -105,7 +147,8 @@ export class Reconnector<E extends { readonly code: string }> {
     const addr = this.#owner.addr();
     let served: StreamEnd<E>;
     try {
-      const outcome = await Session.join(this.#options.transport, this.#options.spec, addr, this.#options.session);
+      const { transport } = this.#route[this.#current]!;
+      const outcome = await Session.join(transport, this.#options.spec, addr, this.#options.session);
       if (!outcome.ok) return await this.#refused(outcome.status);
       this.#backoff.reset();
       this.#owner.opened?.(outcome.session, addr);
@@ -133,7 +176,9 @@ export class Reconnector<E extends { readonly code: string }> {
       this.#owner.event({ type: "reset", fault: reset.fault });
       return reset;
     }
-    await this.#retry((retryInMs) => this.#owner.event({ type: "reset", fault: reset.fault, retryInMs }));
+    this.#current = (this.#current + 1) % this.#route.length;
+    const next = this.#route.length > 1 ? { next: this.#route[this.#current]!.name } : {};
+    await this.#retry((retryInMs) => this.#owner.event({ type: "reset", fault: reset.fault, retryInMs, ...next }));
     return undefined;
   }
 

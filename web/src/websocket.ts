@@ -3,7 +3,8 @@
  * every binary message is exactly one frame of docs/PROTOCOL.md §1, varint prefix included
  * (the client's Join first, the broker's Ack, then Broadcasts both ways).
  *
- * Owns: `webSocketTransport` and `NATIVE_PATH`/`NATIVE_PORT`. The WebSocket constructor is
+ * Owns: `webSocketTransport`, `webSocketBrokers` (several native endpoints, ranked per
+ * cohort by placement, as a `BrokerList`) and `NATIVE_PATH`/`NATIVE_PORT`. The WebSocket constructor is
  * injected: browsers have a global one; Node 20 has none, so pass the `ws` package's
  * (`import { WebSocket } from "ws"`). Binary messages arrive as `ArrayBuffer`s
  * (`binaryType = "arraybuffer"`, which both implement); a text message is a fault that
@@ -13,6 +14,7 @@
  * sends text.
  */
 
+import { type BrokerList, brokerList } from "./reconnect.js";
 import { type Link, type LinkHandlers, type Transport, TransportError, type TransportFault, describeTransportFault } from "./transport.js";
 
 /** The native endpoint's path (our decision for the appliance). */
@@ -68,6 +70,15 @@ export function webSocketTransport(url: string, options: WebSocketTransportOptio
   }
   const connectTimeoutMs = options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS_DEFAULT;
   return { open: (handlers) => openSocket(Constructor, url, connectTimeoutMs, handlers) };
+}
+
+/**
+ * Several brokers' native endpoints (`ws://HOST:1639/bps/v1` each) as a `BrokerList`: a
+ * `Publisher` or `Subscriber` given it joins its cohort's root by placement and fails over
+ * in rank order (docs/SCALING.md). Throws `PlacementError` for a list that cannot be ranked.
+ */
+export function webSocketBrokers(urls: readonly string[], options: WebSocketTransportOptions = {}): BrokerList {
+  return brokerList(urls, (url) => webSocketTransport(url, options));
 }
 
 function openSocket(Constructor: WebSocketConstructor, url: string, connectTimeoutMs: number, handlers: LinkHandlers): Promise<Link> {
