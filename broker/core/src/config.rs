@@ -12,6 +12,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::trust::TrustedRelays;
+
 /// D11: whether the broker serves `history = true` (docs/PROTOCOL.md R3 lets it refuse).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -109,6 +111,23 @@ pub struct ProtocolConfig {
     /// W11: the share of a cohort's R30 slots, in percent, anonymous sessions may hold; the
     /// rest stays for streams with an address (publishers, named viewers) whatever the crowd.
     pub spectator_slots_percent: usize,
+    /// Edge brokers (addresses or CIDR prefixes) whose per-peer bounds are raised to the
+    /// `trusted_relay_*` keys, are exempt from R32's IPv6 prefix bound and are never
+    /// blocklisted: one edge relaying hundreds of cohorts is many clients behind one address
+    /// (docs/LIMITS.md, "Trusted relays").
+    pub trusted_relays: TrustedRelays,
+    /// R32 for a trusted relay: cohorts it may be attached to. 512, bee's and our default
+    /// R31: one edge may relay every cohort a default root holds.
+    pub trusted_relay_cohorts_max: usize,
+    /// R33 for a trusted relay: streams it may hold in one cohort, its own upstream stream
+    /// and one per publisher it splices through (an `ALL` group chat splices every member).
+    /// 1024, the default R30: the cohort's own bound is what limits it.
+    pub trusted_relay_streams_per_cohort_max: usize,
+    /// Pre-Join connections a trusted relay may hold: an edge that lost its root reopens one
+    /// stream per relayed cohort and per spliced publisher at once. 1024: a default edge's
+    /// cohorts with their publishers, still bounded so a broken edge cannot take every
+    /// connection slot.
+    pub trusted_relay_prejoin_connections_max: usize,
     /// D11: serve or refuse Joins with `history = true`; reloadable.
     pub history: HistoryPolicy,
     /// D11: DATA frames a history cohort retains at most. 256 is a minute of a chat or live
@@ -151,6 +170,10 @@ impl Default for ProtocolConfig {
             spectator_sessions_per_peer_max: 256,
             spectator_sessions_per_peer_per_cohort_max: 64,
             spectator_slots_percent: 75,
+            trusted_relays: TrustedRelays::default(),
+            trusted_relay_cohorts_max: 512,
+            trusted_relay_streams_per_cohort_max: 1024,
+            trusted_relay_prejoin_connections_max: 1024,
             history: HistoryPolicy::Serve,
             history_frames_max: 256,
             history_bytes_max: 256 << 10,

@@ -1,9 +1,14 @@
 //! State shared by every core's machine about peers and the broker as a whole.
 //!
 //! Owns: `PeerLedger`: the number of live cohorts (R31, broker-wide), each peer's number of
-//! live cohorts and the cohorts of each IPv6 prefix's peers together (R32), each peer's connections that have not sent a Join yet, each peer's
-//! missed Join deadlines, and the blocklist (R39), all bounded (expired and idle entries are
-//! removed; the blocklist and the table of missed deadlines have a maximum size).
+//! live cohorts and the cohorts of each IPv6 prefix's peers together (R32), each peer's
+//! connections that have not sent a Join yet, each peer's missed Join deadlines, and the
+//! blocklist (R39), all bounded (expired and idle entries are removed; the blocklist and the
+//! table of missed deadlines have a maximum size). Also which peers are trusted relays
+//! (`limits.trusted_relays`) and their raised bounds: a trusted relay is many clients behind
+//! one address, so its per-peer bounds are the `trusted_relay_*` keys, its cohorts are not
+//! counted into its IPv6 prefix (an edge must not use up its neighbours' bound), and it is
+//! never blocklisted (the offending stream is still reset; docs/LIMITS.md says why).
 //! Never does: anything per frame. It is behind one mutex, taken at accept, at Join, when a
 //! peer leaves its last stream of a cohort, when a cohort is created or reclaimed, and on a
 //! violation or a missed deadline.
@@ -17,6 +22,7 @@ use super::action::FullCause;
 use super::config::ProtocolConfig;
 use super::ids::{IPV6_PEER_PREFIX_BITS, PeerId};
 use super::time::Millis;
+use super::trust::TrustedRelays;
 
 /// Superseded blocklist expiries tolerated beyond twice the live entries before a sweep.
 const EXPIRIES_SLACK: usize = 64;
@@ -33,6 +39,10 @@ struct Bounds {
     join_timeouts_per_peer_max: usize,
     blocklist_join_timeout_ms: u64,
     spectator_sessions_per_peer_max: usize,
+    streams_per_peer_per_cohort_max: usize,
+    trusted_relay_cohorts_max: usize,
+    trusted_relay_streams_per_cohort_max: usize,
+    trusted_relay_prejoin_connections_max: usize,
 }
 
 impl Bounds {
@@ -47,7 +57,48 @@ impl Bounds {
             join_timeouts_per_peer_max: config.join_timeouts_per_peer_max,
             blocklist_join_timeout_ms: config.blocklist_join_timeout_ms,
             spectator_sessions_per_peer_max: config.spectator_sessions_per_peer_max,
+            streams_per_peer_per_cohort_max: config.streams_per_peer_per_cohort_max,
+            trusted_relay_cohorts_max: config.trusted_relay_cohorts_max,
+            trusted_relay_streams_per_cohort_max: config.trusted_relay_streams_per_cohort_max,
+            trusted_relay_prejoin_connections_max: config.trusted_relay_prejoin_connections_max,
         }
+    }
+
+    /// R32: the cohorts a trusted relay or another peer may be attached to (a trusted
+    /// relay's bound raises the usual one, never lowers it).
+    fn cohorts_per_peer(&self, trusted: bool) -> usize {
+        raised(
+            self.cohorts_per_peer_max,
+            self.trusted_relay_cohorts_max,
+            trusted,
+        )
+    }
+
+    /// The connections without a Join a trusted relay or another peer may hold.
+    fn prejoin_per_peer(&self, trusted: bool) -> usize {
+        raised(
+            self.prejoin_connections_per_peer_max,
+            self.trusted_relay_prejoin_connections_max,
+            trusted,
+        )
+    }
+
+    /// R33: the streams a trusted relay or another peer may hold in one cohort.
+    fn streams_per_cohort(&self, trusted: bool) -> usize {
+        raised(
+            self.streams_per_peer_per_cohort_max,
+            self.trusted_relay_streams_per_cohort_max,
+            trusted,
+        )
+    }
+}
+
+/// A per-peer bound: `usual`, or for a trusted relay the larger of it and `trusted_max`.
+fn raised(usual: usize, trusted_max: usize, trusted: bool) -> usize {
+    if trusted {
+        usual.max(trusted_max)
+    } else {
+        usual
     }
 }
 
@@ -61,9 +112,14 @@ struct Strikes {
 #[derive(Debug)]
 struct LedgerState {
     bounds: Bounds,
+    trusted: TrustedRelays,
+    /// Penalties a trusted relay would have been blocklisted for (violations, claim
+    /// timeouts, missed Join deadlines), since start.
+    blocklistings_waived: u64,
     cohorts_live: usize,
     peer_cohorts: HashMap<PeerId, usize>,
-    /// The sum of `peer_cohorts` over the IPv6 peers of each prefix of `ipv6_prefix_bits`.
+    /// The sum of `peer_cohorts` over the IPv6 peers of each prefix of `ipv6_prefix_bits`
+    /// that are not trusted relays.
     prefix_cohorts: HashMap<u128, usize>,
     blocked_until: HashMap<PeerId, Millis>,
     /// Every blocklist entry with its expiry; entries superseded by a later `block` of the
@@ -101,6 +157,12 @@ pub struct LedgerSnapshot {
     pub peers_with_join_timeouts: usize,
     /// Anonymous spectator sessions (W11), all peers together.
     pub anonymous_sessions: usize,
+    /// Trusted relays attached to at least one cohort.
+    pub trusted_relays_attached: usize,
+    /// Cohort attachments of trusted relays, all of them together.
+    pub trusted_relay_cohorts: usize,
+    /// Blocklistings of trusted relays waived since start.
+    pub blocklistings_waived: u64,
 }
 
 impl PeerLedger {
@@ -110,6 +172,8 @@ impl PeerLedger {
         PeerLedger {
             state: Mutex::new(LedgerState {
                 bounds: Bounds::of(config),
+                trusted: config.trusted_relays.clone(),
+                blocklistings_waived: 0,
                 cohorts_live: 0,
                 peer_cohorts: HashMap::new(),
                 prefix_cohorts: HashMap::new(),
@@ -125,24 +189,40 @@ impl PeerLedger {
 
     /// Applies reloaded bounds. Lowered bounds refuse new entries until the counts are below
     /// them; nothing already admitted is evicted, except blocklist entries beyond the new
-    /// maximum (soonest expiry first). A new `ipv6_prefix_bits` regroups the attached peers.
+    /// maximum (soonest expiry first) and those of peers now trusted. A new `ipv6_prefix_bits`
+    /// or a new list of trusted relays regroups the attached peers.
     pub fn reconfigure(&self, config: &ProtocolConfig) {
         let mut state = self.state();
-        let regroup = state.bounds.ipv6_prefix_bits != config.ipv6_prefix_bits;
+        let regroup = state.bounds.ipv6_prefix_bits != config.ipv6_prefix_bits
+            || state.trusted != config.trusted_relays;
         state.bounds = Bounds::of(config);
+        state.trusted = config.trusted_relays.clone();
         if regroup {
-            let bits = state.bounds.ipv6_prefix_bits;
-            let mut prefix_cohorts: HashMap<u128, usize> = HashMap::new();
-            for (peer, count) in &state.peer_cohorts {
-                if let Some(prefix) = ipv6_prefix(*peer, bits) {
-                    *prefix_cohorts.entry(prefix).or_insert(0) += count;
-                }
-            }
-            state.prefix_cohorts = prefix_cohorts;
+            Self::regroup(&mut state);
         }
         while state.blocked_until.len() > state.bounds.blocklist_entries_max {
             Self::evict_soonest(&mut state);
         }
+    }
+
+    /// Recounts `prefix_cohorts` from the attached peers, and forgets the blocklist entries
+    /// and strikes of trusted relays (their superseded expiries are skipped as usual).
+    fn regroup(state: &mut LedgerState) {
+        let bits = state.bounds.ipv6_prefix_bits;
+        let mut prefix_cohorts: HashMap<u128, usize> = HashMap::new();
+        for (peer, count) in &state.peer_cohorts {
+            if let Some(prefix) = ipv6_prefix(*peer, bits)
+                && !state.trusted.contains(*peer)
+            {
+                *prefix_cohorts.entry(prefix).or_insert(0) += count;
+            }
+        }
+        state.prefix_cohorts = prefix_cohorts;
+        let trusted = &state.trusted;
+        state
+            .blocked_until
+            .retain(|peer, _| !trusted.contains(*peer));
+        state.strikes.retain(|peer, _| !trusted.contains(*peer));
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, LedgerState> {
@@ -179,15 +259,18 @@ impl PeerLedger {
         state.cohorts_live >= state.bounds.cohorts_max
     }
 
-    /// Counts `peer` into one more cohort (R32): refused at the peer's own bound, or, for an
-    /// IPv6 peer, at the bound of its prefix; a refusal counts nothing.
+    /// Counts `peer` into one more cohort (R32): refused at the peer's own bound (a trusted
+    /// relay's is `trusted_relay_cohorts_max`), or, for an IPv6 peer that is not a trusted
+    /// relay, at the bound of its prefix; a refusal counts nothing.
     pub fn try_enter_cohort(&self, peer: PeerId) -> Result<(), FullCause> {
         let mut state = self.state();
         let bounds = state.bounds;
-        if state.peer_cohorts.get(&peer).copied().unwrap_or(0) >= bounds.cohorts_per_peer_max {
+        let trusted = state.trusted.contains(peer);
+        let held = state.peer_cohorts.get(&peer).copied().unwrap_or(0);
+        if held >= bounds.cohorts_per_peer(trusted) {
             return Err(FullCause::PeerCohorts);
         }
-        let prefix = ipv6_prefix(peer, bounds.ipv6_prefix_bits);
+        let prefix = ipv6_prefix(peer, bounds.ipv6_prefix_bits).filter(|_| !trusted);
         if let Some(prefix) = prefix {
             let count = state.prefix_cohorts.get(&prefix).copied().unwrap_or(0);
             if count >= bounds.cohorts_per_ipv6_prefix_max {
@@ -197,6 +280,23 @@ impl PeerLedger {
         }
         *state.peer_cohorts.entry(peer).or_insert(0) += 1;
         Ok(())
+    }
+
+    /// R33: the streams `peer` may hold in one cohort; a trusted relay's is
+    /// `trusted_relay_streams_per_cohort_max` (its upstream stream and the publishers it
+    /// splices through).
+    #[must_use]
+    pub fn streams_per_peer_per_cohort_max(&self, peer: PeerId) -> usize {
+        let state = self.state();
+        state
+            .bounds
+            .streams_per_cohort(state.trusted.contains(peer))
+    }
+
+    /// Whether `peer` is a trusted relay (`limits.trusted_relays`).
+    #[must_use]
+    pub fn is_trusted(&self, peer: PeerId) -> bool {
+        self.state().trusted.contains(peer)
     }
 
     /// `peer` left its last stream of one cohort.
@@ -213,7 +313,9 @@ impl PeerLedger {
         if *count == 0 {
             state.peer_cohorts.remove(&peer);
         }
-        if let Some(prefix) = ipv6_prefix(peer, state.bounds.ipv6_prefix_bits) {
+        let prefix = ipv6_prefix(peer, state.bounds.ipv6_prefix_bits)
+            .filter(|_| !state.trusted.contains(peer));
+        if let Some(prefix) = prefix {
             let count = state
                 .prefix_cohorts
                 .get_mut(&prefix)
@@ -232,13 +334,17 @@ impl PeerLedger {
     }
 
     /// Blocklists `peer` at `now` until `until` (a later entry for the same peer wins if it is
-    /// longer).
-    pub fn block(&self, peer: PeerId, now: Millis, until: Millis) {
+    /// longer). A trusted relay is never blocklisted: false then, and the waiver is counted.
+    pub fn block(&self, peer: PeerId, now: Millis, until: Millis) -> bool {
         let mut state = self.state();
+        if state.trusted.contains(peer) {
+            state.blocklistings_waived += 1;
+            return false;
+        }
         Self::expire(&mut state, now);
         let current = state.blocked_until.get(&peer).copied();
         if current.is_some_and(|current| current >= until) {
-            return;
+            return true;
         }
         if current.is_none() && state.blocked_until.len() >= state.bounds.blocklist_entries_max {
             Self::evict_soonest(&mut state);
@@ -255,13 +361,15 @@ impl PeerLedger {
                 .collect();
             state.expiries = kept.into();
         }
+        true
     }
 
     /// Counts one more connection of `peer` that has not sent its Join; false when the peer
-    /// already holds `prejoin_connections_per_peer_max` of them.
+    /// already holds `prejoin_connections_per_peer_max` of them
+    /// (`trusted_relay_prejoin_connections_max` for a trusted relay).
     pub fn try_enter_prejoin(&self, peer: PeerId) -> bool {
         let mut state = self.state();
-        let max = state.bounds.prejoin_connections_per_peer_max;
+        let max = state.bounds.prejoin_per_peer(state.trusted.contains(peer));
         let count = state.prejoin.entry(peer).or_insert(0);
         if *count >= max {
             return false;
@@ -317,11 +425,16 @@ impl PeerLedger {
 
     /// `peer` missed a Join deadline at `now`. At `join_timeouts_per_peer_max` strikes within
     /// one `blocklist_join_timeout_ms` it is blocklisted for that long; the time it is blocked
-    /// until is returned then.
+    /// until is returned then. A trusted relay collects no strikes: the late connection was
+    /// reset, and its address is every client of the edge.
     pub fn note_join_timeout(&self, peer: PeerId, now: Millis) -> Option<Millis> {
         let mut state = self.state();
         let bounds = state.bounds;
         if bounds.blocklist_join_timeout_ms == 0 {
+            return None;
+        }
+        if state.trusted.contains(peer) {
+            state.blocklistings_waived += 1;
             return None;
         }
         Self::forget_stale_strikes(&mut state, now);
@@ -348,8 +461,7 @@ impl PeerLedger {
         state.strikes.remove(&peer);
         drop(state);
         let until = now.plus_ms(bounds.blocklist_join_timeout_ms);
-        self.block(peer, now, until);
-        Some(until)
+        self.block(peer, now, until).then_some(until)
     }
 
     fn forget_stale_strikes(state: &mut LedgerState, now: Millis) {
@@ -389,6 +501,12 @@ impl PeerLedger {
     #[must_use]
     pub fn snapshot(&self) -> LedgerSnapshot {
         let state = self.state();
+        let trusted: Vec<usize> = state
+            .peer_cohorts
+            .iter()
+            .filter(|(peer, _)| state.trusted.contains(**peer))
+            .map(|(_, count)| *count)
+            .collect();
         LedgerSnapshot {
             cohorts_live: state.cohorts_live,
             peers_attached: state.peer_cohorts.len(),
@@ -396,6 +514,9 @@ impl PeerLedger {
             prejoin_connections: state.prejoin.values().sum(),
             peers_with_join_timeouts: state.strikes.len(),
             anonymous_sessions: state.anonymous.values().sum(),
+            trusted_relays_attached: trusted.len(),
+            trusted_relay_cohorts: trusted.iter().sum(),
+            blocklistings_waived: state.blocklistings_waived,
         }
     }
 
@@ -636,5 +757,147 @@ mod tests {
         assert!(ledger.try_open_cohort());
         assert!(!ledger.is_blocked(peer(1), Millis(1)));
         assert!(ledger.is_blocked(peer(2), Millis(1)));
+    }
+
+    fn trusting(entries: &[&str], config: ProtocolConfig) -> ProtocolConfig {
+        ProtocolConfig {
+            trusted_relays: crate::trust::TrustedRelays::parse(entries).expect("valid prefixes"),
+            ..config
+        }
+    }
+
+    #[test]
+    fn a_trusted_relay_gets_the_raised_cohort_bound_and_its_neighbours_do_not() {
+        let ledger = PeerLedger::new(&trusting(
+            &["10.0.0.1/32"],
+            ProtocolConfig {
+                cohorts_per_peer_max: 2,
+                trusted_relay_cohorts_max: 5,
+                ..ProtocolConfig::default()
+            },
+        ));
+        for _ in 0..5 {
+            assert_eq!(ledger.try_enter_cohort(peer(1)), Ok(()));
+        }
+        assert_eq!(
+            ledger.try_enter_cohort(peer(1)),
+            Err(FullCause::PeerCohorts),
+            "refused at the raised bound, with R32's cause"
+        );
+        assert_eq!(ledger.cohorts_of(peer(1)), 5);
+        assert_eq!(ledger.try_enter_cohort(peer(2)), Ok(()));
+        assert_eq!(ledger.try_enter_cohort(peer(2)), Ok(()));
+        assert_eq!(
+            ledger.try_enter_cohort(peer(2)),
+            Err(FullCause::PeerCohorts)
+        );
+        let snapshot = ledger.snapshot();
+        assert_eq!(snapshot.trusted_relays_attached, 1);
+        assert_eq!(snapshot.trusted_relay_cohorts, 5);
+        assert_eq!(snapshot.peers_attached, 2);
+    }
+
+    #[test]
+    fn a_trusted_bound_below_the_usual_one_does_not_lower_it() {
+        let ledger = PeerLedger::new(&trusting(
+            &["10.0.0.0/24"],
+            ProtocolConfig {
+                cohorts_per_peer_max: 3,
+                trusted_relay_cohorts_max: 1,
+                streams_per_peer_per_cohort_max: 4,
+                trusted_relay_streams_per_cohort_max: 1,
+                ..ProtocolConfig::default()
+            },
+        ));
+        for _ in 0..3 {
+            assert_eq!(ledger.try_enter_cohort(peer(1)), Ok(()));
+        }
+        assert_eq!(ledger.streams_per_peer_per_cohort_max(peer(1)), 4);
+    }
+
+    #[test]
+    fn a_trusted_ipv6_relay_is_outside_its_prefix_bound() {
+        let ledger = PeerLedger::new(&trusting(
+            &["2001:db8:1:1::10"],
+            ProtocolConfig {
+                cohorts_per_ipv6_prefix_max: 2,
+                trusted_relay_cohorts_max: 8,
+                ..ProtocolConfig::default()
+            },
+        ));
+        // Another address of the edge's /64 is the same peer.
+        for _ in 0..8 {
+            assert_eq!(ledger.try_enter_cohort(v6_peer("2001:db8:1:1::99")), Ok(()));
+        }
+        // The neighbours in the edge's /48 still have their whole prefix bound, and only it.
+        assert_eq!(ledger.try_enter_cohort(v6_peer("2001:db8:1:2::1")), Ok(()));
+        assert_eq!(ledger.try_enter_cohort(v6_peer("2001:db8:1:3::1")), Ok(()));
+        assert_eq!(
+            ledger.try_enter_cohort(v6_peer("2001:db8:1:4::1")),
+            Err(FullCause::Ipv6PrefixCohorts)
+        );
+        ledger.leave_cohort(v6_peer("2001:db8:1:1::10"));
+        assert_eq!(ledger.state().prefix_cohorts.values().sum::<usize>(), 2);
+    }
+
+    #[test]
+    fn a_trusted_relay_is_never_blocklisted() {
+        let ledger = PeerLedger::new(&trusting(
+            &["10.0.0.1"],
+            ProtocolConfig {
+                join_timeouts_per_peer_max: 1,
+                ..ProtocolConfig::default()
+            },
+        ));
+        assert!(!ledger.block(peer(1), Millis(0), Millis(100)));
+        assert!(!ledger.is_blocked(peer(1), Millis(1)));
+        assert_eq!(ledger.note_join_timeout(peer(1), Millis(2)), None);
+        assert!(!ledger.is_blocked(peer(1), Millis(3)));
+        assert_eq!(ledger.snapshot().blocklistings_waived, 2);
+        assert_eq!(ledger.snapshot().peers_with_join_timeouts, 0);
+        // Its untrusted neighbour is blocklisted at its first miss.
+        assert!(ledger.note_join_timeout(peer(2), Millis(2)).is_some());
+        assert!(ledger.is_blocked(peer(2), Millis(3)));
+    }
+
+    #[test]
+    fn a_trusted_relay_may_hold_more_connections_before_its_join() {
+        let ledger = PeerLedger::new(&trusting(
+            &["10.0.0.1"],
+            ProtocolConfig {
+                prejoin_connections_per_peer_max: 1,
+                trusted_relay_prejoin_connections_max: 3,
+                ..ProtocolConfig::default()
+            },
+        ));
+        for _ in 0..3 {
+            assert!(ledger.try_enter_prejoin(peer(1)));
+        }
+        assert!(!ledger.try_enter_prejoin(peer(1)));
+        assert!(ledger.try_enter_prejoin(peer(2)));
+        assert!(!ledger.try_enter_prejoin(peer(2)));
+    }
+
+    #[test]
+    fn reload_of_the_trusted_list_regroups_and_lifts_blocklisting() {
+        let config = ProtocolConfig {
+            cohorts_per_ipv6_prefix_max: 4,
+            ..ProtocolConfig::default()
+        };
+        let ledger = PeerLedger::new(&config);
+        let edge = v6_peer("2001:db8:1:1::10");
+        assert_eq!(ledger.try_enter_cohort(edge), Ok(()));
+        assert_eq!(ledger.try_enter_cohort(edge), Ok(()));
+        assert!(ledger.block(edge, Millis(0), Millis(1_000)));
+        ledger.reconfigure(&trusting(&["2001:db8:1:1::/64"], config.clone()));
+        assert!(ledger.is_trusted(edge));
+        assert!(!ledger.is_blocked(edge, Millis(1)));
+        assert!(ledger.state().prefix_cohorts.is_empty());
+        ledger.leave_cohort(edge);
+        // Untrusted again: its remaining cohort counts into its prefix, and leaves it.
+        ledger.reconfigure(&config);
+        assert_eq!(ledger.state().prefix_cohorts.values().sum::<usize>(), 1);
+        ledger.leave_cohort(edge);
+        assert!(ledger.state().prefix_cohorts.is_empty());
     }
 }

@@ -70,6 +70,7 @@ pub mod machine;
 pub mod relay;
 pub mod snapshot;
 pub mod time;
+pub mod trust;
 
 mod cohort;
 mod cursor;
@@ -100,3 +101,4 @@ pub use relay::{RelayOutcome, RelayReply};
 pub use snapshot::{CohortStreams, CohortSummary, StreamSnapshot};
 pub use stream::Role;
 pub use time::Millis;
+pub use trust::{PrefixError, TrustedRelays};

@@ -242,7 +242,7 @@ pub fn core_key(name: &str) -> Option<&'static Key> {
 
 /// The field names of `ProtocolConfig`, read from its serialized default.
 static CORE_FIELDS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    // Every field is a TOML scalar; an empty list here fails every config test.
+    // Every field is a TOML scalar or a list of strings; an empty list here fails every config test.
     Table::try_from(ProtocolConfig::default())
         .map(|fields| fields.keys().cloned().collect())
         .unwrap_or_default()
@@ -678,6 +678,48 @@ pub static KEYS: &[Key] = &[
         gate: None,
         reload: Reload::Live,
         why: "W11: the percent of streams_per_cohort_max anonymous sessions may hold together (1..=100); the rest stays for streams with an addr: publishers and named viewers still get in.",
+    },
+    // Trusted relays (docs/LIMITS.md, "Trusted relays"): the edges whose per-peer bounds a
+    // root raises.
+    Key {
+        section: "limits",
+        name: "trusted_relays",
+        default: DefaultValue::List,
+        unit: Unit::Text,
+        bounds: Bounds::NONE,
+        gate: None,
+        reload: Reload::Live,
+        why: "Edge brokers relaying to this one: IP addresses or CIDR prefixes, e.g. [\"192.0.2.7\", \"10.1.0.0/16\", \"2001:db8:5::/48\"], at most 256 (TRUSTED_RELAYS_MAX: scanned at every Join). Their bounds are the trusted_relay_* keys, they are outside the IPv6 prefix bound and never blocklisted (a relay's address is all its clients; offending streams are still reset). An IPv6 entry narrower than a /64 trusts its /64 (a peer).",
+    },
+    Key {
+        section: "limits",
+        name: "trusted_relay_cohorts_max",
+        default: DefaultValue::Core(|core| int(core.trusted_relay_cohorts_max)),
+        unit: Unit::Count,
+        bounds: Bounds::at_least(1, ""),
+        gate: None,
+        reload: Reload::Live,
+        why: "R32 for a trusted relay: cohorts it may be attached to (one per cohort it relays); 512 = the default cohorts_max. Raises cohorts_per_peer_max, never lowers it.",
+    },
+    Key {
+        section: "limits",
+        name: "trusted_relay_streams_per_cohort_max",
+        default: DefaultValue::Core(|core| int(core.trusted_relay_streams_per_cohort_max)),
+        unit: Unit::Count,
+        bounds: Bounds::at_least(1, ""),
+        gate: None,
+        reload: Reload::Live,
+        why: "R33 for a trusted relay: streams it may hold in one cohort, its upstream stream and every publisher it splices through; 1024 = the default streams_per_cohort_max, which still bounds the cohort. Raises streams_per_peer_per_cohort_max, never lowers it.",
+    },
+    Key {
+        section: "limits",
+        name: "trusted_relay_prejoin_connections_max",
+        default: DefaultValue::Core(|core| int(core.trusted_relay_prejoin_connections_max)),
+        unit: Unit::Count,
+        bounds: Bounds::at_least(1, ""),
+        gate: None,
+        reload: Reload::Live,
+        why: "Connections a trusted relay may hold before their Join: an edge that lost this root reopens all its streams at once. Raises prejoin_connections_per_peer_max, never lowers it.",
     },
     Key {
         section: "limits",

@@ -84,10 +84,12 @@ impl Machine {
         let cohort = self.cohorts.live(serial);
         let peer = arrival.peer;
         let peer_streams = cohort.streams_of_peer(peer);
-        // W11: R33 counts a peer's sessions with an addr of their own.
+        // W11: R33 counts a peer's sessions with an addr of their own. The ledger is asked
+        // only past the usual bound, for a trusted relay's raised one.
+        let named = peer_streams - cohort.anonymous_of_peer(peer);
         if !arrival.anonymous
-            && peer_streams - cohort.anonymous_of_peer(peer)
-                >= self.config.streams_per_peer_per_cohort_max
+            && named >= self.config.streams_per_peer_per_cohort_max
+            && named >= self.ledger.streams_per_peer_per_cohort_max(peer)
         {
             return Err(FullCause::PeerStreams);
         }

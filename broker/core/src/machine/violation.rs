@@ -57,7 +57,10 @@ impl Machine {
             return;
         }
         let until = now.plus_ms(duration_ms);
-        self.ledger.block(peer, now, until);
+        // A trusted relay is not blocklisted (the ledger counts the waiver).
+        if !self.ledger.block(peer, now, until) {
+            return;
+        }
         self.out.count(counters, Counter::Blocklisted);
         self.out.push(Action::Blocklist { peer, until });
     }

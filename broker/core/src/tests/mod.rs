@@ -11,4 +11,5 @@ mod rules_frames;
 mod rules_history;
 mod rules_roles;
 mod rules_roster;
+mod rules_trusted;
 mod simulation;

@@ -509,6 +509,9 @@ fn r36_a_cohort_whose_last_stream_leaves_is_reclaimed_at_once() {
             prejoin_connections: 0,
             peers_with_join_timeouts: 0,
             anonymous_sessions: 0,
+            trusted_relays_attached: 0,
+            trusted_relay_cohorts: 0,
+            blocklistings_waived: 0,
         }
     );
     // The stale inactivity timer of the reclaimed cohort does nothing.
