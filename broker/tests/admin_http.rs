@@ -84,6 +84,7 @@ impl AdminBackend for Fake {
                         frames_held: 0,
                         transport: "tcp",
                         anonymous: false,
+                        trusted_relay: false,
                     })
                     .collect(),
                 summary,

@@ -93,6 +93,9 @@ pub struct StreamSnapshot {
     pub transport: &'static str,
     /// A W11 anonymous spectator session (its addr was drawn by the broker).
     pub anonymous: bool,
+    /// The peer is a trusted relay (`limits.trusted_relays`): an edge, whose per-peer bounds
+    /// are raised. The machine fills it in from the ledger.
+    pub trusted_relay: bool,
 }
 
 pub(crate) fn summarize(cohort: &Cohort, now: Millis) -> CohortSummary {
@@ -164,6 +167,7 @@ pub(crate) fn page_of_streams<'a>(
                 frames_held: stream.frames_held(),
                 transport: stream.carrier,
                 anonymous: stream.anonymous,
+                trusted_relay: false,
             }
         })
         .collect();

@@ -215,12 +215,16 @@ impl Machine {
         now: Millis,
     ) -> Option<CohortStreams> {
         let serial = self.cohorts.serial_of(key)?;
-        Some(page_of_streams(
+        let mut page = page_of_streams(
             self.cohorts.live(serial),
             |id| self.streams.attached(id),
             (offset, limit),
             now,
-        ))
+        );
+        for stream in &mut page.streams {
+            stream.trusted_relay = self.ledger.is_trusted(stream.peer);
+        }
+        Some(page)
     }
 
     /// The first frame of a new stream (R2). The answer is an `Ack` (OK, FULL or REJECTED,
