@@ -1,6 +1,7 @@
 //! R32, R33, R35 and R39 for a trusted relay (`limits.trusted_relays`): an edge's address
 //! gets the raised per-peer bounds through the machine, is refused with the usual causes at
-//! them, and is not blocklisted; its untrusted neighbour keeps the usual bounds.
+//! them, and is not blocklisted; its untrusted neighbour keeps the usual bounds. The admin
+//! view marks its streams.
 
 use bps_proto::Status;
 
@@ -87,4 +88,22 @@ fn r35_a_trusted_relay_stream_that_does_not_claim_is_closed_and_its_peer_not_blo
     assert!(!rig.ledger.is_blocked(peer(1), rig.now));
     assert!(rig.ledger.is_blocked(peer(2), rig.now));
     assert_eq!(rig.ledger.snapshot().blocklistings_waived, 1);
+}
+
+#[test]
+fn the_admin_view_marks_the_streams_of_trusted_relays() {
+    let mut rig = rig();
+    let spec = explicit(1, &key(1), false);
+    rig.joined(key(2), &spec, sid(1), peer(1));
+    rig.joined(key(3), &spec, sid(2), peer(2));
+    let page = rig
+        .machine
+        .cohort_streams(&spec.key(), (0, 10), rig.now)
+        .expect("the cohort is live");
+    let marks: Vec<bool> = page
+        .streams
+        .iter()
+        .map(|stream| stream.trusted_relay)
+        .collect();
+    assert_eq!(marks, [true, false]);
 }
