@@ -397,7 +397,7 @@ pub static KEYS: &[Key] = &[
         bounds: Bounds::at_most(WRITE_COALESCE_US_MAX as i64, "microseconds of latency"),
         gate: None,
         reload: Reload::Restart,
-        why: "Microseconds a core's writes may wait for more verification results while enough are in flight to fill the fan-out budget and the previous flush carried several fan-outs, so one write per subscriber carries several batches (at most 10000; 0 writes at the end of every turn, for the lowest latency). At a load where results come one at a time no write waits.",
+        why: "Microseconds a core's writes may wait for more verification results while enough are in flight to fill the fan-out budget (half limits.outbound_queue_frames_max), so one write per subscriber carries several batches; a moderate load never has that many in flight and never waits (at most 10000; 0 writes at the end of every turn, for the lowest latency).",
     },
     Key {
         section: "server",
