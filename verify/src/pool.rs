@@ -42,9 +42,13 @@
 //! `submit`, not from when the worker took it, so batching never holds a job back by more
 //! than `batch_wait_us` in total: under load the queue is full, the oldest job has already
 //! waited longer, and batches close at once at whatever size the queue gives (up to the
-//! maximum and the share); when the pool is idle, a lone job waits at most `batch_wait_us`
-//! for company that a batched check can verify more cheaply. Zero turns the wait off (a
-//! batch is then what is queued when the worker looks, up to its share).
+//! maximum and the share). A batch waits for company only when the pool's state says some
+//! is coming (`waits_for_company`: another worker verifying, jobs queued behind its first,
+//! or this worker's previous batch having had company); when the pool is idle, a lone job
+//! is verified at once after the few spins and yields that let a core finish submitting a
+//! read's burst (issue 23: at a moderate load every job waited the whole `batch_wait_us`
+//! for company that never came). Zero turns the wait off (a batch is then what is queued
+//! when the worker looks, up to its share).
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -111,6 +115,11 @@ pub struct Done<T> {
     /// Microseconds from `submit` to the end of this job's verification (the end of its
     /// batch: a batch's results are handed over together).
     pub latency_us: u64,
+    /// Microseconds its batch took to verify (part of `latency_us`; the rest is the wait
+    /// in the queue and for the batch to close).
+    pub run_us: u64,
+    /// When its batch finished: the caller times how long the result took to reach it.
+    pub finished: Instant,
 }
 
 /// The queue was at `queue_jobs_max`, or the job's class at `queue_jobs_per_class_max`;
@@ -177,6 +186,8 @@ struct Queue<T> {
     /// `room` more jobs (the least room of them).
     filling: usize,
     room: usize,
+    /// Workers verifying a batch (taken and not yet handed over).
+    verifying: usize,
 }
 
 /// What the workers and the submitters share.
@@ -254,6 +265,7 @@ impl<T: Send + 'static> Pool<T> {
                 idle: 0,
                 filling: 0,
                 room: 0,
+                verifying: 0,
             }),
             ready: Condvar::new(),
             fill: Condvar::new(),
@@ -375,11 +387,15 @@ fn work<T>(
     let mut reported = VerifierStats::default();
     let mut batch: Vec<Job<T>> = Vec::with_capacity(config.batch_jobs_max);
     let mut results = Vec::with_capacity(config.batch_jobs_max);
-    while take_batch(shared, config, wait, &mut batch) {
+    let mut last_batch_jobs = 0;
+    while take_batch(shared, config, (wait, last_batch_jobs), &mut batch) {
         let taken = batch.len();
+        last_batch_jobs = taken;
         results.clear();
+        let started = Instant::now();
         verifier.verify_batch(&batch, &mut results);
         let finished = Instant::now();
+        let run_us = micros(started, finished);
         let done: Vec<Done<T>> = batch
             .drain(..)
             .zip(results.drain(..))
@@ -387,8 +403,11 @@ fn work<T>(
                 tag: job.tag,
                 result,
                 latency_us: micros(job.queued_at, finished),
+                run_us,
+                finished,
             })
             .collect();
+        shared.lock().verifying -= 1;
         stats.depth.fetch_sub(taken, Ordering::Relaxed);
         stats.jobs.fetch_add(taken as u64, Ordering::Relaxed);
         stats.batches.fetch_add(1, Ordering::Relaxed);
@@ -414,20 +433,36 @@ fn work<T>(
 }
 
 /// Fills `batch` (empty on entry) with the next batch, in the queue's round-robin order
-/// (module docs for when it closes); `false` once the pool is closed and drained.
+/// (module docs for when it closes), counting the worker as verifying; `false` once the
+/// pool is closed and drained. `last_batch_jobs` is the size of this worker's previous batch.
 fn take_batch<T>(
     shared: &Shared<T>,
     config: PoolConfig,
-    wait: Duration,
+    (wait, last_batch_jobs): (Duration, usize),
     batch: &mut Vec<Job<T>>,
 ) -> bool {
+    let mut queue = fill_batch(shared, config, (wait, last_batch_jobs), batch);
+    if batch.is_empty() {
+        return false;
+    }
+    queue.verifying += 1;
+    true
+}
+
+/// `take_batch`'s filling: `batch` stays empty once the pool is closed and drained.
+fn fill_batch<'a, T>(
+    shared: &'a Shared<T>,
+    config: PoolConfig,
+    (wait, last_batch_jobs): (Duration, usize),
+    batch: &mut Vec<Job<T>>,
+) -> MutexGuard<'a, Queue<T>> {
     let mut queue = shared.lock();
     let first = loop {
         if let Some((_, job)) = queue.jobs.pop() {
             break job;
         }
         if queue.closed {
-            return false;
+            return queue;
         }
         queue.idle += 1;
         queue = shared
@@ -438,6 +473,9 @@ fn take_batch<T>(
     };
     let deadline = first.queued_at + wait;
     let backoff = Backoff::new();
+    // Decided once, when the batch begins: the pool's state at that moment is what says
+    // whether company is coming (module docs).
+    let waits = waits_for_company(queue.verifying, queue.jobs.len(), last_batch_jobs);
     batch.push(first);
     while batch.len() < config.batch_jobs_max {
         if holds_share(batch.len(), queue.jobs.len(), config.workers) {
@@ -461,6 +499,9 @@ fn take_batch<T>(
             queue = shared.lock();
             continue;
         }
+        if !waits {
+            break;
+        }
         let room = fill_room(batch.len(), config);
         queue.room = if queue.filling == 0 {
             room
@@ -475,7 +516,16 @@ fn take_batch<T>(
             .0;
         queue.filling -= 1;
     }
-    true
+    queue
+}
+
+/// Whether a batch begun with nothing else queued may wait for company (up to its deadline):
+/// only when something says more jobs are coming, another worker verifying (`verifying`),
+/// jobs queued behind the first (`queued`), or this worker's previous batch having had
+/// company (`last_batch_jobs`). An idle pool verifies a lone job at once: the wait would be
+/// pure latency, as nothing is on its way to share the batched check with.
+fn waits_for_company(verifying: usize, queued: usize, last_batch_jobs: usize) -> bool {
+    verifying > 0 || queued > 0 || last_batch_jobs > 1
 }
 
 /// The fewest queued jobs at which a worker holding `held` jobs stops waiting for more: with
@@ -638,36 +688,48 @@ mod tests {
         assert_eq!(stats.batch_failures.load(Ordering::Relaxed), 0);
     }
 
-    /// With the queue empty, a lone job waits for company until `batch_wait_us` after its
-    /// submit, then goes alone.
+    /// A lone job after a batch that had company (a sign of load) waits for more until
+    /// `batch_wait_us` after its submit, then goes alone; each result says how long its
+    /// batch ran, within its whole latency.
     #[test]
-    fn a_lone_job_waits_for_its_deadline_then_goes_alone() {
+    fn a_lone_job_after_company_waits_for_its_deadline_then_goes_alone() {
         let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
-        let (sender, receiver) = mpsc::channel();
-        let sender = Mutex::new(sender);
-        let pool = Pool::start(
-            PoolConfig {
-                workers: 1,
-                queue_jobs_max: 4,
-                queue_jobs_per_class_max: 4,
-                batch_jobs_max: 4,
-                batch_wait_us: BATCH_WAIT_US_MAX,
-                key_cache_keys_max: 1,
-            },
-            |_| {},
-            move |batch: Vec<Done<u8>>| {
-                let latencies: Vec<u64> = batch.iter().map(|done| done.latency_us).collect();
-                sender
-                    .lock()
-                    .expect("test channel")
-                    .send(latencies)
-                    .expect("receiver alive");
-            },
+        let HeldPool {
+            pool,
+            release,
+            batches,
+        } = held_pool::<u8>(4, BATCH_WAIT_US_MAX);
+        for tag in 0..2 {
+            assert!(
+                pool.submit(0, tag, request(&key, tag, key.address()))
+                    .is_ok()
+            );
+        }
+        release.send(()).expect("worker waiting");
+        assert_eq!(batches.recv().expect("first batch").len(), 2);
+        assert!(pool.submit(0, 2, request(&key, 2, key.address())).is_ok());
+        let lone = batches.recv().expect("lone batch");
+        assert_eq!(lone.len(), 1);
+        assert!(
+            lone[0].latency_us >= BATCH_WAIT_US_MAX,
+            "{}",
+            lone[0].latency_us
         );
-        assert!(pool.submit(0, 0, request(&key, 0, key.address())).is_ok());
-        let latencies = receiver.recv().expect("batch");
-        assert_eq!(latencies.len(), 1);
-        assert!(latencies[0] >= BATCH_WAIT_US_MAX, "{latencies:?}");
+        assert!(lone[0].run_us <= lone[0].latency_us);
+    }
+
+    /// An idle pool (no worker verifying, nothing queued, the last batch alone) never waits
+    /// for company; any sign of load keeps batching.
+    #[test]
+    fn only_a_pool_with_signs_of_load_waits_for_company() {
+        assert!(!waits_for_company(0, 0, 0), "a fresh pool");
+        assert!(!waits_for_company(0, 0, 1), "a lone job after a lone job");
+        assert!(waits_for_company(1, 0, 1), "another worker is verifying");
+        assert!(
+            waits_for_company(0, 3, 1),
+            "jobs are queued behind the first"
+        );
+        assert!(waits_for_company(0, 0, 2), "the previous batch had company");
     }
 
     #[test]

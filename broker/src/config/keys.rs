@@ -397,7 +397,7 @@ pub static KEYS: &[Key] = &[
         bounds: Bounds::at_most(WRITE_COALESCE_US_MAX as i64, "microseconds of latency"),
         gate: None,
         reload: Reload::Restart,
-        why: "Microseconds a core's writes may wait for more verification results while some are in flight, so one write per subscriber carries several batches (at most 10000; 0 writes at the end of every turn, for the lowest latency).",
+        why: "Microseconds a core's writes may wait for more verification results while enough are in flight to fill the fan-out budget (half limits.outbound_queue_frames_max), so one write per subscriber carries several batches; a moderate load never has that many in flight and never waits (at most 10000; 0 writes at the end of every turn, for the lowest latency).",
     },
     Key {
         section: "server",
@@ -922,7 +922,7 @@ pub static KEYS: &[Key] = &[
         ),
         gate: None,
         reload: Reload::Restart,
-        why: "Microseconds a batch may wait for more jobs before closing; 0 = never wait. At most 1000.",
+        why: "Microseconds a batch may wait for more jobs before closing, counted from its oldest job's submit, and only under signs of load (another worker verifying, jobs queued, or the worker's previous batch had company): an idle pool verifies a lone job at once. 0 = never wait. At most 1000.",
     },
     Key {
         section: "verify",

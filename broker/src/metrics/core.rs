@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use crate::labels::{Refusal, Transport};
-use crate::metrics::{Counter, Gauge, Histogram};
+use crate::metrics::{Counter, Gauge, Histogram, StageLatencies};
 
 /// Buckets of the latency histograms: upper bounds 1 µs .. 2^25 µs (about 34 s), which covers
 /// everything from one keccak to a stalled verification pool.
@@ -149,6 +149,8 @@ pub struct CoreMetrics {
     pub verify_latency_us: Histogram,
     /// Microseconds from reading a frame to writing it to a receiver's socket, sampled.
     pub accept_to_write_us: Histogram,
+    /// Microseconds spent in each stage of a publication's way through the broker.
+    pub stage_latency_us: StageLatencies,
     /// Streams reset because their outbound queue was full while the kernel refused bytes,
     /// or at the queue's hard bound (R26).
     pub queue_resets: Counter,
@@ -214,6 +216,7 @@ impl Default for CoreMetrics {
             verify_cancelled: Counter::default(),
             verify_latency_us: Histogram::new(LATENCY_BUCKETS),
             accept_to_write_us: Histogram::new(LATENCY_BUCKETS),
+            stage_latency_us: StageLatencies::default(),
             queue_resets: Counter::default(),
             queue_slack: Counter::default(),
             write_progress_timeouts: Counter::default(),

@@ -4,7 +4,8 @@
 //! atomics only), a core's instruments (`core`: `CoreMetrics`, one per core, shared by `Arc`,
 //! written only by the core that owns it), the protocol figures a scrape carries (`protocol`:
 //! `ProtocolMetric`, `CohortSeries`, `protocol_figures`), the broker-wide gauges (`broker`:
-//! `BrokerGauges`), and the rendering (`render`: `MetricsSnapshot`, `render_prometheus`), which
+//! `BrokerGauges`), the stages of a publication's way through a core and their latency
+//! histograms (`stages`: `Stage`, `StageLatencies`), and the rendering (`render`: `MetricsSnapshot`, `render_prometheus`), which
 //! merges the per-core figures at scrape time and writes the text exposition format 0.0.4.
 //! Everything public is re-exported here, so users name `crate::metrics::X`.
 //! Never does: take a lock, allocate or format on the hot path. Recording is one relaxed
@@ -28,6 +29,7 @@ mod core;
 mod instruments;
 mod protocol;
 mod render;
+mod stages;
 
 pub use self::broker::{BrokerGauges, VerifyPoolFigures};
 pub use self::core::{
@@ -40,3 +42,4 @@ pub use self::protocol::{
     R40_COUNTERS, protocol_figures,
 };
 pub use self::render::{MetricsSnapshot, render_prometheus};
+pub use self::stages::{STAGE_FAMILY, STAGE_HELP, Stage, StageLatencies};

@@ -13,6 +13,7 @@ use super::{DELIVERIES_PER_TURN_MAX, MESSAGES_PER_TURN, Shard};
 use crate::io::control::Control;
 use crate::io::encoding::Renditions;
 use crate::io::router::{HomeMsg, OwnerMsg, RelayFrames};
+use crate::metrics::Stage;
 use crate::protocol::{Millis, RelayOutcome, RelayReply};
 
 impl Shard {
@@ -72,6 +73,7 @@ impl Shard {
                     frame,
                     read_at,
                 } => {
+                    self.timed_since(Stage::ReadToTurn, read_at);
                     self.current_read_at.set(Some(read_at));
                     self.machine.borrow_mut().on_frame(now, stream, frame);
                 }

@@ -12,6 +12,7 @@ use bps_verify::VerifyRequest;
 
 use super::{DELIVERIES_PER_TURN_MAX, Shard};
 use crate::io::router::VerifyDone;
+use crate::metrics::Stage;
 use crate::protocol::{CohortSerial, CoreId, Millis, StreamId, Ticket, TicketOrigin};
 
 /// A verification job waiting to be verified on this core (inline mode), with when it was
@@ -35,11 +36,17 @@ fn fairness_class(core: CoreId, serial: CohortSerial) -> u64 {
     serial.get() << 8 | core.index() as u64
 }
 
-fn micros(since: Instant) -> u64 {
-    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+fn micros(from: Instant, to: Instant) -> u64 {
+    u64::try_from(to.saturating_duration_since(from).as_micros()).unwrap_or(u64::MAX)
 }
 
 impl Shard {
+    /// Records the time from `since` to the start of this turn as `stage`.
+    pub(super) fn timed_since(&self, stage: Stage, since: Instant) {
+        let micros = micros(since, self.turn_at.get());
+        self.link.metrics().stage_latency_us.record(stage, micros);
+    }
+
     /// Applies up to `budget` verification results, the cohorts in turn; returns how many.
     pub(super) fn apply_results(&self, now: Millis, budget: usize) -> usize {
         let lanes = self.link.router.inbound();
@@ -79,6 +86,13 @@ impl Shard {
         let metrics = self.link.metrics();
         metrics.verify_jobs.inc();
         metrics.verify_latency_us.record(done.latency_us);
+        let stages = &metrics.stage_latency_us;
+        stages.record(
+            Stage::VerifyWait,
+            done.latency_us.saturating_sub(done.run_us),
+        );
+        stages.record(Stage::VerifyRun, done.run_us);
+        self.timed_since(Stage::ResultLane, done.finished);
         let read_at = self.forget_job(ticket).and_then(|origin| origin.read_at);
         self.current_read_at.set(read_at);
         self.machine
@@ -211,12 +225,16 @@ impl Shard {
         }
         let requests: Vec<&VerifyRequest> = batch.iter().map(|(_, request, _)| request).collect();
         let mut results = Vec::with_capacity(batch.len());
+        let started = Instant::now();
         verifier.borrow_mut().verify_batch(&requests, &mut results);
+        let finished = Instant::now();
         for ((ticket, _, queued_at), result) in batch.into_iter().zip(results) {
             self.queue_result(VerifyDone {
                 tag: (self.link.core, ticket),
                 result,
-                latency_us: micros(queued_at),
+                latency_us: micros(queued_at, finished),
+                run_us: micros(started, finished),
+                finished,
             });
         }
     }

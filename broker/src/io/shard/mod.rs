@@ -19,15 +19,25 @@
 //! ready: the loop parks on its doorbell (rung by every lane, the mailbox, frame memory and
 //! the senders waiting for room) and on the earliest deadline, nothing else.
 //!
-//! Writes coalesce under load. A closed-loop publisher's frames arrive in dribbles, and a
-//! turn often applies one or two results while dozens are still being verified; written at
-//! once, each would cost every subscriber a `sendmsg` of its own (measured at N = 100: a
-//! third of all writes carried one or two frames). So once a turn has applied results, the
-//! flush waits while this core has enough verifications in flight to fill what is left of
-//! the budget (their results ring the doorbell), until the budget is spent, the core drains,
-//! or `server.write_coalesce_us` has passed. A core with fewer in flight writes at the end
-//! of the turn, so a moderate load pays no latency for it. The budget counts every fan-out
-//! since the last flush, so the R26 reasoning above holds unchanged.
+//! Writes coalesce under load (`coalesce`). A closed-loop publisher's frames arrive in
+//! dribbles, and a turn often applies one or two results while dozens are still being
+//! verified; written at once, each would cost every subscriber a `sendmsg` of its own
+//! (measured at N = 100: a third of all writes carried one or two frames). So once a turn has
+//! applied results, the flush waits while this core has enough verifications in flight to
+//! fill what is left of the budget (their results ring the doorbell), until the budget is
+//! spent, the core drains, or `server.write_coalesce_us` has passed. A core with fewer in
+//! flight writes at the end of the turn: after a flush the whole budget is left, so a wait
+//! needs a budget's worth of results on their way, which a moderate load never has (issue
+//! 23: at 1 000 and 2 000 publications/s to N = 100 no flush waited). The budget counts
+//! every fan-out since the last flush, so the R26 reasoning above holds unchanged.
+//! Whenever the writes do not wait, a result applied in a turn is written in that same turn:
+//! its fan-out is queued on the receiving ports while it is applied and the flush at the end
+//! of the turn writes it to their sockets (a receiver on another core gets it in that
+//! core's next turn, through its owner lane).
+//!
+//! Each stage of a publication's way through the core is timed into the core's stage
+//! histograms (`metrics::Stage`) from instants the core has anyway (the read, the pool's
+//! batch end, the start of the turn) and at most two more per turn that queued fan-outs.
 //!
 //! Verification is fair between cohorts (issue 19): every job names its cohort as its class,
 //! the pool (or this core's inline queue) serves the classes round robin, and finished
@@ -37,12 +47,13 @@
 //! flight; it gets everything the others leave. The queued jobs of a stream that closed
 //! (for an invalid chunk, R17, or any other reason) are taken back unverified.
 //!
-//! The files: this one holds the turn, the waiting between turns, the coalescing of writes
-//! and the gauges; `intake` takes what the mailbox and the lanes bring; `jobs` submits,
+//! The files: this one holds the turn, the waiting between turns and the gauges; `coalesce`
+//! the coalescing of writes, the flush and its timing; `intake` takes what the mailbox and the lanes bring; `jobs` submits,
 //! verifies inline, applies and takes back verification jobs; `actions` carries out what the
 //! machine decided.
 
 mod actions;
+mod coalesce;
 mod intake;
 mod jobs;
 
@@ -114,6 +125,8 @@ pub struct Shard {
     coalescing_since: Cell<Option<Instant>>,
     /// Deliveries queued in the current turn (`DELIVERIES_PER_TURN_MAX`).
     turn_deliveries: Cell<usize>,
+    /// When the current turn started: the end of the stages timed up to the turn.
+    turn_at: Cell<Instant>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -147,6 +160,7 @@ impl Shard {
             unflushed_fanouts: Cell::new(0),
             coalescing_since: Cell::new(None),
             turn_deliveries: Cell::new(0),
+            turn_at: Cell::new(Instant::now()),
         }
     }
 
@@ -167,6 +181,7 @@ impl Shard {
 
     fn turn(&self, now: Millis) {
         let at = Instant::now();
+        self.turn_at.set(at);
         self.link.start_turn(at);
         self.turn_deliveries.set(0);
         self.take_control();
@@ -185,11 +200,7 @@ impl Shard {
         }
         self.unflushed_fanouts
             .set(self.unflushed_fanouts.get() + fanouts);
-        if !self.coalesce(applied) {
-            self.coalescing_since.set(None);
-            self.unflushed_fanouts.set(0);
-            self.link.flush_touched();
-        }
+        self.end_writes(at, applied, fanouts);
         self.link.expire_deadlines(now);
         self.receivers.check(&self.link, at);
         self.verify_inline();
@@ -242,43 +253,6 @@ impl Shard {
             || self.link.next_deadline().is_some_and(|at| at <= now)
             || (self.link.draining() && self.link.ports_open() == 0)
             || self.coalesce_left() == Some(Duration::ZERO)
-    }
-
-    /// Whether this turn's writes wait for more results (see the module documentation): a
-    /// turn that applied results starts the wait, and it ends when the budget is spent,
-    /// fewer results are in flight than would fill it, the core drains or the wait reached
-    /// its deadline.
-    fn coalesce(&self, applied: usize) -> bool {
-        let budget_left = self.fanout_budget_left();
-        let may_wait = self.link.settings().write_coalesce_us > 0
-            && budget_left > 0
-            && (self.verifications.get() >= budget_left || self.cut_short())
-            && !self.link.draining()
-            && self.coalesce_left() != Some(Duration::ZERO);
-        if !may_wait {
-            return false;
-        }
-        if self.coalescing_since.get().is_none() {
-            if applied == 0 {
-                return false;
-            }
-            self.coalescing_since.set(Some(Instant::now()));
-        }
-        true
-    }
-
-    /// Whether this turn stopped at `DELIVERIES_PER_TURN_MAX` with results left: the next
-    /// turn applies them as soon as the other tasks ran, so the writes wait for them too (a
-    /// flush at every cut would split a large cohort's writes into a few frames each).
-    fn cut_short(&self) -> bool {
-        self.turn_deliveries.get() >= DELIVERIES_PER_TURN_MAX && !self.results.borrow().is_empty()
-    }
-
-    /// How long the writes may still wait, while they wait.
-    fn coalesce_left(&self) -> Option<Duration> {
-        let since = self.coalescing_since.get()?;
-        let wait = Duration::from_micros(self.link.settings().write_coalesce_us);
-        Some(wait.saturating_sub(since.elapsed()))
     }
 
     /// What is left of the fan-out budget until the next flush.

@@ -3,7 +3,7 @@
 //! double counts; histograms the same way, cumulated at scrape; per-transport counters summed.
 //!
 //! Owns: merging the cores' figures at scrape time and the histogram series (`_bucket`,
-//! `_sum`, `_count`).
+//! `_sum`, `_count`), including the stage histograms' `stage` label.
 //! Never does: read an instrument's name off anything but `render::core_families`.
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::core_families::{CORE_COUNTERS, CORE_GAUGES, CORE_HISTOGRAMS, CORE_PER_TRANSPORT};
 use super::text::{family, line};
 use crate::labels::Transport;
-use crate::metrics::{CoreMetrics, HistogramSnapshot};
+use crate::metrics::{CoreMetrics, HistogramSnapshot, STAGE_FAMILY, STAGE_HELP, Stage};
 
 /// Core counters, merged and per core. The names come from a table, not from the cores, so
 /// that a broker with no cores yet still exports every family.
@@ -78,7 +78,7 @@ fn render_core_scalar(
     }
 }
 
-/// Core histograms, merged and per core.
+/// Core histograms, merged and per core, then the stage histograms.
 pub(super) fn render_core_histograms(out: &mut String, cores: &[Arc<CoreMetrics>]) {
     // A zeroed core, so the merged figure has every bucket even with no cores.
     let template = CoreMetrics::default();
@@ -93,23 +93,49 @@ pub(super) fn render_core_histograms(out: &mut String, cores: &[Arc<CoreMetrics>
         }
         let merged_name = format!("bps_{name}");
         family(out, &merged_name, "histogram", help);
-        histogram_lines(out, &merged_name, None, &merged);
+        histogram_lines(out, &merged_name, &[], &merged);
         let per_core = format!("bps_core_{name}");
         family(out, &per_core, "histogram", help);
         for (core_index, snapshot) in snapshots.iter().enumerate() {
-            histogram_lines(out, &per_core, Some(core_index), snapshot);
+            let core_label = core_index.to_string();
+            histogram_lines(out, &per_core, &[("core", &core_label)], snapshot);
+        }
+    }
+    render_stages(out, cores, &template);
+}
+
+/// The stage histograms (`metrics::stages`): one family `bps_stage_latency_us{stage}`, merged,
+/// and one `bps_core_stage_latency_us{core,stage}`, so a stage is one label away from another.
+fn render_stages(out: &mut String, cores: &[Arc<CoreMetrics>], template: &CoreMetrics) {
+    let merged_name = format!("bps_{STAGE_FAMILY}");
+    family(out, &merged_name, "histogram", STAGE_HELP);
+    for stage in Stage::ALL {
+        let mut merged = template.stage_latency_us.get(stage).snapshot();
+        for core in cores {
+            merged.merge(&core.stage_latency_us.get(stage).snapshot());
+        }
+        histogram_lines(out, &merged_name, &[("stage", stage.name())], &merged);
+    }
+    let per_core = format!("bps_core_{STAGE_FAMILY}");
+    family(out, &per_core, "histogram", STAGE_HELP);
+    for (core_index, core) in cores.iter().enumerate() {
+        let core_label = core_index.to_string();
+        for stage in Stage::ALL {
+            let labels = [("core", core_label.as_str()), ("stage", stage.name())];
+            let snapshot = core.stage_latency_us.get(stage).snapshot();
+            histogram_lines(out, &per_core, &labels, &snapshot);
         }
     }
 }
 
-/// The `_bucket`, `_sum` and `_count` series of one histogram (buckets cumulative).
+/// The `_bucket`, `_sum` and `_count` series of one histogram (buckets cumulative), each with
+/// `labels` (and `le` on the buckets).
 fn histogram_lines(
     out: &mut String,
     name: &str,
-    core: Option<usize>,
+    labels: &[(&str, &str)],
     snapshot: &HistogramSnapshot,
 ) {
-    let core_label = core.map(|index| index.to_string());
     let bucket_name = format!("{name}_bucket");
     let mut cumulative = 0_u64;
     let finite = snapshot.buckets.len().saturating_sub(1);
@@ -120,21 +146,15 @@ fn histogram_lines(
         } else {
             "+Inf".to_owned()
         };
-        let mut labels: Vec<(&str, &str)> = Vec::with_capacity(2);
-        if let Some(core_label) = &core_label {
-            labels.push(("core", core_label));
-        }
-        labels.push(("le", &bound));
-        line(out, &bucket_name, &labels, &cumulative.to_string());
+        let mut bucket_labels: Vec<(&str, &str)> = Vec::with_capacity(labels.len() + 1);
+        bucket_labels.extend_from_slice(labels);
+        bucket_labels.push(("le", &bound));
+        line(out, &bucket_name, &bucket_labels, &cumulative.to_string());
     }
-    let labels: Vec<(&str, &str)> = core_label
-        .as_deref()
-        .map(|core_label| vec![("core", core_label)])
-        .unwrap_or_default();
     line(
         out,
         &format!("{name}_sum"),
-        &labels,
+        labels,
         &snapshot.sum.to_string(),
     );
     // The +Inf bucket and `_count` must agree; take the bucket total, which is what was
@@ -142,7 +162,7 @@ fn histogram_lines(
     line(
         out,
         &format!("{name}_count"),
-        &labels,
+        labels,
         &cumulative.to_string(),
     );
 }

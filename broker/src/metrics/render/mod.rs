@@ -97,7 +97,7 @@ pub fn render_prometheus(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{CohortSeries, MetricKind, OtherCohorts, R40_COUNTERS};
+    use crate::metrics::{CohortSeries, MetricKind, OtherCohorts, R40_COUNTERS, Stage};
     use crate::protocol::counters::CohortLabel;
 
     fn label(id: &str) -> CohortLabel {
@@ -117,6 +117,9 @@ mod tests {
         second.connections_open.set(5);
         first.verify_latency_us.record(100);
         second.verify_latency_us.record(3);
+        first.stage_latency_us.record(Stage::Flush, 6);
+        second.stage_latency_us.record(Stage::Flush, 2);
+        second.stage_latency_us.record(Stage::ReadToTurn, 300);
         second.frames_per_write.record(16);
         let protocol = vec![
             ProtocolMetric {
@@ -205,6 +208,30 @@ mod tests {
         assert!(text.contains("bps_core_verify_latency_us_count{core=\"1\"} 1\n"));
         assert!(text.contains("bps_frames_per_write_bucket{le=\"16\"} 1\n"));
         assert!(text.contains("bps_frames_per_write_bucket{le=\"1024\"} 1\n"));
+    }
+
+    #[test]
+    fn renders_the_stage_histograms_merged_and_per_core_by_stage() {
+        let text = sample();
+        assert_eq!(
+            text.matches("# TYPE bps_stage_latency_us histogram\n")
+                .count(),
+            1
+        );
+        assert!(text.contains("# TYPE bps_core_stage_latency_us histogram\n"));
+        assert!(text.contains("bps_stage_latency_us_bucket{stage=\"flush\",le=\"2\"} 1\n"));
+        assert!(text.contains("bps_stage_latency_us_bucket{stage=\"flush\",le=\"8\"} 2\n"));
+        assert!(text.contains("bps_stage_latency_us_sum{stage=\"flush\"} 8\n"));
+        assert!(text.contains("bps_stage_latency_us_count{stage=\"read_to_turn\"} 1\n"));
+        assert!(text.contains("bps_stage_latency_us_count{stage=\"coalesce_wait\"} 0\n"));
+        assert!(text.contains(
+            "bps_core_stage_latency_us_bucket{core=\"1\",stage=\"read_to_turn\",le=\"512\"} 1\n"
+        ));
+        assert!(text.contains("bps_core_stage_latency_us_count{core=\"0\",stage=\"flush\"} 1\n"));
+        for stage in Stage::ALL {
+            let series = format!("bps_stage_latency_us_count{{stage=\"{}\"}}", stage.name());
+            assert!(text.contains(&series), "{series}");
+        }
     }
 
     #[test]
