@@ -105,11 +105,11 @@
 
 use k256::elliptic_curve::PrimeField;
 use k256::elliptic_curve::ops::{MulByGeneratorVartime, Reduce};
-use k256::elliptic_curve::point::{AffineCoordinates, DecompressPoint};
-use k256::elliptic_curve::subtle::Choice;
+use k256::elliptic_curve::point::AffineCoordinates;
 use k256::{AffinePoint, FieldBytes, ProjectivePoint, PublicKey, Scalar};
 use rand::Rng;
 
+use crate::nonce::{NonceX, decompress_all};
 use crate::signer::{
     CompressedKey, SignatureError, V_MAX, V_MIN, address_of, checked_scalar, compressed_key,
     eip191_hash,
@@ -227,11 +227,6 @@ impl SignedDigest {
         self.recovery_id & 1 == 1
     }
 
-    /// Recovery's nonce point, if it exists.
-    fn nonce_point(&self) -> Option<AffinePoint> {
-        let x = self.nonce_x()?;
-        AffinePoint::decompress(&x, Choice::from(u8::from(self.y_is_odd()))).into_option()
-    }
 }
 
 /// Whether recovery of `signature` would yield exactly `key` (module docs: `T` must be the
@@ -271,6 +266,10 @@ pub struct KnownKeysBatch {
     weights: Vec<u128>,
     /// `c_k` of the module docs, one per key of the batch.
     key_scalars: Vec<Scalar>,
+    /// The nonce points to decompress, one per signature.
+    nonces: Vec<NonceX>,
+    /// Recovery's nonce point of every signature.
+    nonce_points: Vec<AffinePoint>,
     /// Odd multiples of every point of the multi-scalar multiplication: the negated nonce
     /// points, then the keys that take part.
     tables: Vec<[ProjectivePoint; TABLE_SIZE]>,
@@ -295,15 +294,26 @@ impl KnownKeysBatch {
         if signatures.is_empty() {
             return true;
         }
-        self.tables.clear();
+        self.nonces.clear();
         for keyed in signatures {
-            let Some(nonce) = keyed.signature.nonce_point() else {
+            let Some(x) = keyed.signature.nonce_x() else {
                 return false;
             };
-            // Negated, so that the weights themselves are the scalars of these points.
-            self.tables
-                .push(odd_multiples(-ProjectivePoint::from(nonce)));
+            self.nonces.push(NonceX {
+                x,
+                y_is_odd: keyed.signature.y_is_odd(),
+            });
         }
+        if !decompress_all(&self.nonces, &mut self.nonce_points) {
+            return false;
+        }
+        self.tables.clear();
+        // Negated, so that the weights themselves are the scalars of these points.
+        self.tables.extend(
+            self.nonce_points
+                .iter()
+                .map(|nonce| odd_multiples(-ProjectivePoint::from(nonce))),
+        );
         if !self.invert_all(signatures) {
             return false;
         }

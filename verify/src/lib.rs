@@ -33,11 +33,13 @@ pub mod fair;
 pub mod job;
 pub mod keccak;
 pub mod keycache;
+pub mod nonce;
 pub mod pool;
 pub mod publish;
 pub mod shape;
 pub mod signer;
 pub mod soc;
+pub mod sqrt_ifma;
 pub mod verifier;
 
 pub use batch::{KeyedSignature, KnownKey, KnownKeysBatch, SignedDigest, verify_with_key};
