@@ -48,11 +48,13 @@ pub struct NonceX {
 pub fn decompress_all(nonces: &[NonceX], points: &mut Vec<AffinePoint>) -> bool {
     points.clear();
     let vector = sqrt_ifma::available();
-    for group in nonces.chunks(LANES) {
-        let decompressed = if vector && group.len() >= PARTIAL_GROUP_MIN {
-            decompress_group(group, points)
-        } else {
+    for group in nonces.chunks(2 * LANES) {
+        let decompressed = if !vector || group.len() < PARTIAL_GROUP_MIN {
             group.iter().all(|nonce| push_decompressed(nonce, points))
+        } else if group.len() > LANES {
+            decompress_groups::<2>(group, points)
+        } else {
+            decompress_groups::<1>(group, points)
         };
         if !decompressed {
             return false;
@@ -73,11 +75,14 @@ fn push_decompressed(nonce: &NonceX, points: &mut Vec<AffinePoint>) -> bool {
         .is_some()
 }
 
-/// Up to [`LANES`] nonces through one vector square root (unused lanes repeat the first
-/// nonce), each candidate checked by k256 (module docs).
-fn decompress_group(group: &[NonceX], points: &mut Vec<AffinePoint>) -> bool {
-    let mut inputs = [[0u8; 32]; LANES];
-    for (input, nonce) in inputs.iter_mut().zip(group.iter().cycle()) {
+/// Up to `GROUPS ·` [`LANES`] nonces through one vector square root call (unused lanes
+/// repeat the first nonce), each candidate checked by k256 (module docs).
+fn decompress_groups<const GROUPS: usize>(
+    nonces: &[NonceX],
+    points: &mut Vec<AffinePoint>,
+) -> bool {
+    let mut inputs = [[[0u8; 32]; LANES]; GROUPS];
+    for (input, nonce) in inputs.iter_mut().flatten().zip(nonces.iter().cycle()) {
         // x at or above p: no point, as k256's decompression says too.
         let Some(x) = FieldElement::from_bytes(&nonce.x).into_option() else {
             return false;
@@ -85,13 +90,13 @@ fn decompress_group(group: &[NonceX], points: &mut Vec<AffinePoint>) -> bool {
         let alpha = (x.square() * x + FieldElement::from_u64(7)).normalize();
         *input = alpha.to_bytes().into();
     }
-    let Some(roots) = sqrt_ifma::sqrt_x8(&inputs) else {
-        return group.iter().all(|nonce| push_decompressed(nonce, points));
+    let Some(roots) = sqrt_ifma::sqrt_groups(&inputs) else {
+        return nonces.iter().all(|nonce| push_decompressed(nonce, points));
     };
-    group
+    nonces
         .iter()
-        .zip(roots)
-        .all(|(nonce, root)| match checked_point(nonce, &root) {
+        .zip(roots.iter().flatten())
+        .all(|(nonce, root)| match checked_point(nonce, root) {
             Some(point) => {
                 points.push(point);
                 true

@@ -1,6 +1,7 @@
 //! Eight secp256k1 field square roots at once with AVX-512 IFMA (52-bit multiply-add).
 //!
-//! Owns: [`available`] (whether this CPU runs it) and [`sqrt_x8`]: for eight field
+//! Owns: [`available`] (whether this CPU runs it) and [`sqrt_x8`] ([`sqrt_groups`] for
+//! several groups of eight at once): for eight field
 //! elements `a` (canonical big-endian bytes, below p), the canonical bytes of
 //! `a^((p+1)/4) mod p`, the candidate square root k256's `FieldElement::sqrt` computes with
 //! the same exponent and the same addition chain. Eight lanes of one 512-bit register each
@@ -49,16 +50,26 @@ pub fn available() -> bool {
 /// above p are taken modulo 2^256 as they are and give some value; callers pass
 /// canonical elements.
 pub fn sqrt_x8(inputs: &[[u8; 32]; LANES]) -> Option<[[u8; 32]; LANES]> {
+    sqrt_groups::<1>(&[*inputs]).map(|[roots]| roots)
+}
+
+/// [`sqrt_x8`] of `GROUPS` groups of eight in one call: their chains of squarings are
+/// independent, so the CPU overlaps them (each squaring is one long dependency chain of
+/// carries); two groups cost little more than one (measured here, docs/BENCHMARKS.md
+/// issue 23).
+pub fn sqrt_groups<const GROUPS: usize>(
+    inputs: &[[[u8; 32]; LANES]; GROUPS],
+) -> Option<[[[u8; 32]; LANES]; GROUPS]> {
     if !available() {
         return None;
     }
-    let limbs: [[u64; 5]; LANES] = inputs.map(|bytes| from_bytes(&bytes));
+    let limbs = inputs.map(|group| group.map(|bytes| from_bytes(&bytes)));
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: `available()` held: the CPU has AVX-512F and AVX-512 IFMA, which is the
         // whole of `simd::sqrt_lanes`'s contract.
         let roots = unsafe { simd::sqrt_lanes(&limbs) };
-        Some(roots.map(|root| to_bytes(&root)))
+        Some(roots.map(|group| group.map(|root| to_bytes(&root))))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -146,13 +157,15 @@ mod simd {
     #[derive(Clone, Copy)]
     struct Fe8([__m512i; 5]);
 
-    /// [`super::sqrt_x8`] on limbs.
+    /// [`super::sqrt_x8`] on limbs, `GROUPS` groups of eight interleaved.
     ///
     /// # Safety
     /// The CPU must have AVX-512F and AVX-512 IFMA.
     #[target_feature(enable = "avx512f,avx512ifma")]
-    pub(super) unsafe fn sqrt_lanes(limbs: &[[u64; 5]; LANES]) -> [[u64; 5]; LANES] {
-        let a = load(limbs);
+    pub(super) unsafe fn sqrt_lanes<const GROUPS: usize>(
+        limbs: &[[[u64; 5]; LANES]; GROUPS],
+    ) -> [[[u64; 5]; LANES]; GROUPS] {
+        let a = limbs.map(|group| load(&group));
         // (p+1)/4 in binary is 223 ones, a zero, 22 ones, four zeros, two ones, two zeros:
         // k256's chain, building 2^n − 1 powers for n in {2, 22, 223}.
         let x2 = mul(&pow2k(&a, 1), &a);
@@ -167,7 +180,7 @@ mod simd {
         let x220 = mul(&pow2k(&x176, 44), &x44);
         let x223 = mul(&pow2k(&x220, 3), &x3);
         let root = pow2k(&mul(&pow2k(&mul(&pow2k(&x223, 23), &x22), 6), &x2), 2);
-        store(&root)
+        root.map(|group| store(&group))
     }
 
     #[target_feature(enable = "avx512f")]
@@ -195,19 +208,27 @@ mod simd {
         limbs
     }
 
-    /// `a^(2^k)`: `k` squarings.
+    /// `a^(2^k)` for each group: `k` squarings, the groups' steps interleaved.
     #[target_feature(enable = "avx512f,avx512ifma")]
-    fn pow2k(a: &Fe8, k: u32) -> Fe8 {
+    fn pow2k<const GROUPS: usize>(a: &[Fe8; GROUPS], k: u32) -> [Fe8; GROUPS] {
         let mut value = *a;
         for _ in 0..k {
-            value = square(&value);
+            for group in &mut value {
+                *group = square(group);
+            }
         }
         value
     }
 
+    /// `a·b` for each group.
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    fn mul<const GROUPS: usize>(a: &[Fe8; GROUPS], b: &[Fe8; GROUPS]) -> [Fe8; GROUPS] {
+        std::array::from_fn(|group| mul8(&a[group], &b[group]))
+    }
+
     /// `a·b` (limbs below 2^52 in, below 2^52 out).
     #[target_feature(enable = "avx512f,avx512ifma")]
-    fn mul(a: &Fe8, b: &Fe8) -> Fe8 {
+    fn mul8(a: &Fe8, b: &Fe8) -> Fe8 {
         let mut columns = [_mm512_setzero_si512(); 10];
         for (i, a_limb) in a.0.iter().enumerate() {
             for (j, b_limb) in b.0.iter().enumerate() {

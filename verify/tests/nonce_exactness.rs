@@ -7,7 +7,7 @@
 
 use bps_proto::keccak256;
 use bps_verify::nonce::{NonceX, decompress_all, decompress_portable};
-use bps_verify::sqrt_ifma::{LANES, available, sqrt_x8};
+use bps_verify::sqrt_ifma::{LANES, available, sqrt_groups, sqrt_x8};
 use k256::elliptic_curve::hazmat::FieldArithmetic;
 use k256::elliptic_curve::point::AffineCoordinates;
 use k256::{AffinePoint, FieldBytes, ProjectivePoint, Scalar, Secp256k1};
@@ -46,7 +46,7 @@ fn nonces(count: u64, salt: u64) -> Vec<NonceX> {
     (0..count)
         .map(|index| {
             let seed = index * 7919 + salt;
-            let x = if seed % 3 == 0 {
+            let x = if seed.is_multiple_of(3) {
                 let scalar = Scalar::from(seed + 1);
                 ProjectivePoint::mul_by_generator_vartime(&scalar)
                     .to_affine()
@@ -56,7 +56,7 @@ fn nonces(count: u64, salt: u64) -> Vec<NonceX> {
             };
             NonceX {
                 x,
-                y_is_odd: (seed / 5) % 2 == 1,
+                y_is_odd: !(seed / 5).is_multiple_of(2),
             }
         })
         .collect()
@@ -121,6 +121,13 @@ fn vector_square_root_is_k256s_root() {
             x
         });
         let roots = sqrt_x8(&inputs).expect("IFMA present");
+        // Two groups in one call: each group's roots as if alone.
+        let mut reversed = inputs;
+        reversed.reverse();
+        let pair = sqrt_groups(&[reversed, inputs]).expect("IFMA present");
+        let mut roots_reversed = roots;
+        roots_reversed.reverse();
+        assert_eq!(pair, [roots_reversed, roots]);
         for (input, root) in inputs.iter().zip(roots) {
             let element = FieldElement::from_bytes(&FieldBytes::from(*input))
                 .into_option()
