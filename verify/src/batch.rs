@@ -109,6 +109,7 @@ use k256::elliptic_curve::point::AffineCoordinates;
 use k256::{AffinePoint, FieldBytes, ProjectivePoint, PublicKey, Scalar};
 use rand::Rng;
 
+use crate::msm_ifma;
 use crate::nonce::{NonceX, decompress_all};
 use crate::signer::{
     CompressedKey, SignatureError, V_MAX, V_MIN, address_of, checked_scalar, compressed_key,
@@ -127,6 +128,11 @@ const ORDER: [u8; 32] = [
 /// are within a few percent for 128-bit scalars; 5 needs fewer additions, and for the
 /// 256-bit key scalars 5 is also the cheapest (table plus additions per key).
 const WINDOW: usize = 5;
+/// Fewest signatures whose nonce term goes through the vector multi-scalar multiplication
+/// ([`msm_ifma`]) where the CPU has IFMA: one slot of eight lanes costs about as much
+/// whether it holds one point or eight, and below four the scalar Straus is cheaper
+/// (measured here, docs/BENCHMARKS.md issue 23).
+const VECTOR_NONCES_MIN: usize = 4;
 /// Odd multiples `1·P, 3·P, …, 15·P` per point.
 const TABLE_SIZE: usize = 1 << (WINDOW - 2);
 /// Bits of a scalar below N (a weight uses the low 128).
@@ -307,32 +313,47 @@ impl KnownKeysBatch {
         if !decompress_all(&self.nonces, &mut self.nonce_points) {
             return false;
         }
-        self.tables.clear();
-        // Negated, so that the weights themselves are the scalars of these points.
-        self.tables.extend(
-            self.nonce_points
-                .iter()
-                .map(|nonce| odd_multiples(-ProjectivePoint::from(nonce))),
-        );
         if !self.invert_all(signatures) {
             return false;
         }
         self.draw_weights(signatures.len());
         let generator_scalar = self.collect_scalars(keys.len(), signatures);
+        let vector = msm_ifma::available() && signatures.len() >= VECTOR_NONCES_MIN;
+        self.tables.clear();
         self.digits.clear();
-        self.digits.extend(
-            self.weights
-                .iter()
-                .map(|weight| signed_digits(&weight_limbs(*weight))),
-        );
+        if !vector {
+            // Negated, so that the weights themselves are the scalars of these points.
+            self.tables.extend(
+                self.nonce_points
+                    .iter()
+                    .map(|nonce| odd_multiples(-ProjectivePoint::from(nonce))),
+            );
+            self.digits.extend(
+                self.weights
+                    .iter()
+                    .map(|weight| signed_digits(&weight_limbs(*weight))),
+            );
+        }
         for (key, scalar) in keys.iter().zip(&self.key_scalars) {
             if *scalar != Scalar::ZERO {
                 self.tables.push(odd_multiples(key.point));
                 self.digits.push(signed_digits(&scalar_limbs(scalar)));
             }
         }
-        let sum = ProjectivePoint::mul_by_generator_vartime(&generator_scalar)
+        let mut sum = ProjectivePoint::mul_by_generator_vartime(&generator_scalar)
             + straus(&self.tables, &self.digits);
+        if vector {
+            for nonce in &mut self.nonce_points {
+                *nonce = -*nonce;
+            }
+            // `None` only if a lane's result is off the curve (module docs of
+            // `msm_ifma`): then the batch is not accepted and its signatures are checked
+            // one by one, by k256.
+            let Some(nonces) = msm_ifma::weighted_sum(&self.nonce_points, &self.weights) else {
+                return false;
+            };
+            sum += nonces;
+        }
         sum == ProjectivePoint::IDENTITY
     }
 
