@@ -145,6 +145,11 @@ const DIGITS: usize = SCALAR_BITS + 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KnownKey {
     point: ProjectivePoint,
+    /// The key and `2^128·Q`, affine, for the vector multi-scalar multiplication, which
+    /// takes 128-bit weights: `c·Q = c_low·Q + c_high·(2^128·Q)`. Only where the CPU runs
+    /// it ([`msm_ifma::available`]); its cost is paid once per key, at the recovery that
+    /// caches it (128 doublings and an inversion, about a third of that recovery).
+    halves: Option<[AffinePoint; 2]>,
     address: Address,
     compressed: CompressedKey,
 }
@@ -152,8 +157,17 @@ pub struct KnownKey {
 impl KnownKey {
     /// The key and its Ethereum address.
     pub fn new(public_key: &PublicKey) -> Self {
+        let point = ProjectivePoint::from(public_key);
+        let halves = msm_ifma::available().then(|| {
+            let mut high = point;
+            for _ in 0..128 {
+                high = high.double();
+            }
+            [*public_key.as_affine(), high.to_affine()]
+        });
         Self {
-            point: ProjectivePoint::from(public_key),
+            point,
+            halves,
             address: address_of(public_key),
             compressed: compressed_key(public_key),
         }
@@ -232,7 +246,6 @@ impl SignedDigest {
     fn y_is_odd(&self) -> bool {
         self.recovery_id & 1 == 1
     }
-
 }
 
 /// Whether recovery of `signature` would yield exactly `key` (module docs: `T` must be the
@@ -281,6 +294,11 @@ pub struct KnownKeysBatch {
     tables: Vec<[ProjectivePoint; TABLE_SIZE]>,
     /// Signed digits of each point's scalar, in the order of `tables`.
     digits: Vec<[i8; DIGITS]>,
+    /// The points of the vector multi-scalar multiplication (where the CPU runs it): the
+    /// negated nonce points, then both halves of each key that takes part.
+    vector_points: Vec<AffinePoint>,
+    /// Their 128-bit weights, in the same order.
+    vector_weights: Vec<u128>,
 }
 
 impl KnownKeysBatch {
@@ -319,10 +337,38 @@ impl KnownKeysBatch {
         self.draw_weights(signatures.len());
         let generator_scalar = self.collect_scalars(keys.len(), signatures);
         let vector = msm_ifma::available() && signatures.len() >= VECTOR_NONCES_MIN;
+        self.gather_terms(keys, vector);
+        let mut sum = ProjectivePoint::mul_by_generator_vartime(&generator_scalar)
+            + straus(&self.tables, &self.digits);
+        if vector {
+            // `None` only if a lane's result is off the curve (module docs of
+            // `msm_ifma`): then the batch is not accepted and its signatures are checked
+            // one by one, by k256.
+            let Some(vector_sum) =
+                msm_ifma::weighted_sum(&self.vector_points, &self.vector_weights)
+            else {
+                return false;
+            };
+            sum += vector_sum;
+        }
+        sum == ProjectivePoint::IDENTITY
+    }
+
+    /// Fills the terms of the multi-scalar multiplication besides `G`'s: the negated nonce
+    /// points with the weights, and each key with a non-zero `c_k`. With `vector`, the
+    /// nonces and the keys that have halves go to the vector lists (a key as its two
+    /// 128-bit halves), the rest to the Straus tables.
+    fn gather_terms(&mut self, keys: &[KnownKey], vector: bool) {
         self.tables.clear();
         self.digits.clear();
-        if !vector {
-            // Negated, so that the weights themselves are the scalars of these points.
+        self.vector_points.clear();
+        self.vector_weights.clear();
+        // Negated, so that the weights themselves are the scalars of these points.
+        if vector {
+            self.vector_points
+                .extend(self.nonce_points.iter().map(|nonce| -*nonce));
+            self.vector_weights.extend_from_slice(&self.weights);
+        } else {
             self.tables.extend(
                 self.nonce_points
                     .iter()
@@ -335,26 +381,23 @@ impl KnownKeysBatch {
             );
         }
         for (key, scalar) in keys.iter().zip(&self.key_scalars) {
-            if *scalar != Scalar::ZERO {
-                self.tables.push(odd_multiples(key.point));
-                self.digits.push(signed_digits(&scalar_limbs(scalar)));
+            if *scalar == Scalar::ZERO {
+                continue;
+            }
+            match key.halves {
+                Some([low_point, high_point]) if vector => {
+                    let [l0, l1, l2, l3] = scalar_limbs(scalar);
+                    let low = u128::from(l0) | (u128::from(l1) << 64);
+                    let high = u128::from(l2) | (u128::from(l3) << 64);
+                    self.vector_points.extend([low_point, high_point]);
+                    self.vector_weights.extend([low, high]);
+                }
+                _ => {
+                    self.tables.push(odd_multiples(key.point));
+                    self.digits.push(signed_digits(&scalar_limbs(scalar)));
+                }
             }
         }
-        let mut sum = ProjectivePoint::mul_by_generator_vartime(&generator_scalar)
-            + straus(&self.tables, &self.digits);
-        if vector {
-            for nonce in &mut self.nonce_points {
-                *nonce = -*nonce;
-            }
-            // `None` only if a lane's result is off the curve (module docs of
-            // `msm_ifma`): then the batch is not accepted and its signatures are checked
-            // one by one, by k256.
-            let Some(nonces) = msm_ifma::weighted_sum(&self.nonce_points, &self.weights) else {
-                return false;
-            };
-            sum += nonces;
-        }
-        sum == ProjectivePoint::IDENTITY
     }
 
     /// Checks the batch, and on failure each signature alone against its own key:
