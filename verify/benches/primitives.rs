@@ -91,9 +91,9 @@ fn human(ns: f64) -> String {
 /// additions in the shared chain, a few scalar products, and the EIP-191 hash.
 fn curve_rows(signature: &[u8; 65], digest: &[u8; 32]) -> Vec<Row> {
     use bps_verify::nonce::{NonceX, decompress_all};
+    use k256::elliptic_curve::hazmat::FieldArithmetic;
     use k256::elliptic_curve::point::{AffineCoordinates, DecompressPoint};
     use k256::elliptic_curve::subtle::Choice;
-    use k256::elliptic_curve::hazmat::FieldArithmetic;
     use k256::{AffinePoint, FieldBytes, ProjectivePoint, Scalar, Secp256k1};
     type FieldElement = <Secp256k1 as FieldArithmetic>::FieldElement;
 
@@ -101,7 +101,9 @@ fn curve_rows(signature: &[u8; 65], digest: &[u8; 32]) -> Vec<Row> {
     r.copy_from_slice(&signature[..32]);
     let r = FieldBytes::from(r);
     let odd = Choice::from(signature[64] & 1);
-    let nonce = AffinePoint::decompress(&r, odd).into_option().expect("a nonce point");
+    let nonce = AffinePoint::decompress(&r, odd)
+        .into_option()
+        .expect("a nonce point");
     let point = ProjectivePoint::from(nonce);
     let other = point.double();
     let element = FieldElement::from_bytes(&r).into_option().expect("below p");

@@ -55,6 +55,18 @@
 //! multiplication over the `Q_k` with their full 256-bit scalars and the `−R_i` with the
 //! 128-bit weights, all sharing one chain of doublings. A key whose `c_k` is zero (no
 //! signature names it, or its terms sum to 0 mod N) contributes `O` and is left out.
+//!
+//! Where the CPU has AVX-512 IFMA and the batch holds at least [`VECTOR_NONCES_MIN`]
+//! signatures, the same sum is computed differently, not a different sum: the nonce points
+//! are decompressed eight square roots at a time ([`crate::nonce`], every point checked by
+//! k256, so they are exactly recovery's `R_i`), and the terms `a_i·(−R_i)` together with
+//! every key term, split as `c_k·Q_k = c_low·Q_k + c_high·(2^128·Q_k)` (both halves below
+//! 2^128, `2^128·Q_k` computed once when the key is cached), go through one eight-lane
+//! multi-scalar multiplication ([`crate::msm_ifma`]); `G`'s term stays k256's. The split
+//! is an identity of the group (`c = c_low + 2^128·c_high` as integers), and the vector
+//! multiplication is tested equal to k256's on random and extreme inputs of every size, so
+//! the left side and everything argued below are unchanged. A vector result that is not
+//! on the curve makes the batch fail, which sends its signatures to the single checks.
 //! - Valid batches always pass: every `E_i = O`.
 //! - An invalid batch passes with probability at most `1/(2^128 − 1)`: secp256k1 has
 //!   prime order N (cofactor 1), so `E_i = e_i·G` for some `e_i` mod N, and `e_i` depends

@@ -7,7 +7,7 @@
 //! Never: decides validity. It returns a point that [`crate::batch`] compares with the rest
 //! of the batch equation, exactly as it would compare k256's result; its correctness is
 //! that of the formulas below, tested against k256's `lincomb` on random points, weights,
-//! every batch size and the identity ([`tests`] and `verify/tests/msm_exactness.rs`). Each
+//! every batch size and the identity (`verify/tests/msm_exactness.rs`). Each
 //! lane's result must also lie on the curve (k256 checks it when converting back), or the
 //! sum is refused and the batch falls back to the checks one by one, which are k256's.
 //!
@@ -141,6 +141,7 @@ fn to_projective_sum(lanes: &[[[u64; 5]; 3]; LANES]) -> Option<ProjectivePoint> 
 mod simd {
     use std::arch::x86_64::{
         __m512i, _mm512_cmpeq_epi64_mask, _mm512_mask_mov_epi64, _mm512_set_epi64,
+        _mm512_set1_epi64,
     };
 
     use super::DIGITS;
@@ -217,25 +218,15 @@ mod simd {
         let magnitudes = lanes_of(&digits.map(|digit| i64::from(digit.unsigned_abs())));
         let mut chosen = identity();
         for (index, entry) in table.iter().enumerate() {
-            let wanted = _mm512_set_epi64(
-                index as i64 + 1,
-                index as i64 + 1,
-                index as i64 + 1,
-                index as i64 + 1,
-                index as i64 + 1,
-                index as i64 + 1,
-                index as i64 + 1,
-                index as i64 + 1,
-            );
+            let wanted = _mm512_set1_epi64(index as i64 + 1);
             let mask = _mm512_cmpeq_epi64_mask(magnitudes, wanted);
             chosen.x = blend(&chosen.x, &entry.x, mask);
             chosen.y = blend(&chosen.y, &entry.y, mask);
             chosen.z = blend(&chosen.z, &entry.z, mask);
         }
-        let negative = digits
-            .iter()
-            .enumerate()
-            .fold(0u8, |mask, (lane, digit)| mask | (u8::from(*digit < 0) << lane));
+        let negative = digits.iter().enumerate().fold(0u8, |mask, (lane, digit)| {
+            mask | (u8::from(*digit < 0) << lane)
+        });
         let negated = sub(&constant(0), &chosen.y);
         chosen.y = blend(&chosen.y, &negated, negative);
         chosen
@@ -263,18 +254,9 @@ mod simd {
         let xx = mul8(&p.x, &q.x);
         let yy = mul8(&p.y, &q.y);
         let zz = mul8(&p.z, &q.z);
-        let xy_pairs = sub(
-            &mul8(&add(&p.x, &p.y), &add(&q.x, &q.y)),
-            &add(&xx, &yy),
-        );
-        let yz_pairs = sub(
-            &mul8(&add(&p.y, &p.z), &add(&q.y, &q.z)),
-            &add(&yy, &zz),
-        );
-        let xz_pairs = sub(
-            &mul8(&add(&p.x, &p.z), &add(&q.x, &q.z)),
-            &add(&xx, &zz),
-        );
+        let xy_pairs = sub(&mul8(&add(&p.x, &p.y), &add(&q.x, &q.y)), &add(&xx, &yy));
+        let yz_pairs = sub(&mul8(&add(&p.y, &p.z), &add(&q.y, &q.z)), &add(&yy, &zz));
+        let xz_pairs = sub(&mul8(&add(&p.x, &p.z), &add(&q.x, &q.z)), &add(&xx, &zz));
         let xx3 = mul_small(&xx, 3);
         let bzz3 = mul_small(&zz, B3);
         let yy_p_bzz3 = add(&yy, &bzz3);
@@ -309,7 +291,17 @@ mod tests {
 
     #[test]
     fn radix16_digits_represent_the_weight() {
-        for weight in [0u128, 1, 7, 8, 15, 16, u128::MAX, 1 << 127, 0x8888_8888 << 64] {
+        for weight in [
+            0u128,
+            1,
+            7,
+            8,
+            15,
+            16,
+            u128::MAX,
+            1 << 127,
+            0x8888_8888 << 64,
+        ] {
             let digits = radix16(weight);
             let mut value: i128 = 0;
             for digit in digits.iter().rev() {

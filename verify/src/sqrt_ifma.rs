@@ -17,8 +17,8 @@
 //!
 //! Cost (measured here, AMD EPYC with IFMA): see docs/BENCHMARKS.md, issue 23.
 
-pub use crate::field_ifma::LANES;
 use crate::field_ifma;
+pub use crate::field_ifma::LANES;
 
 /// Whether this CPU runs [`sqrt_x8`] ([`field_ifma::available`]).
 pub fn available() -> bool {
