@@ -140,10 +140,13 @@ const ORDER: [u8; 32] = [
 /// are within a few percent for 128-bit scalars; 5 needs fewer additions, and for the
 /// 256-bit key scalars 5 is also the cheapest (table plus additions per key).
 const WINDOW: usize = 5;
-/// Fewest signatures whose nonce term goes through the vector multi-scalar multiplication
-/// ([`msm_ifma`]) where the CPU has IFMA: one slot of eight lanes costs about as much
-/// whether it holds one point or eight, and below four the scalar Straus is cheaper
-/// (measured here, docs/BENCHMARKS.md issue 23).
+/// Fewest signatures whose terms go through the vector multi-scalar multiplication
+/// ([`msm_ifma`]) where the CPU has IFMA. Estimated from the per-operation costs (issue 23
+/// in docs/BENCHMARKS.md), not measured at each size: one slot of eight lanes costs
+/// about 39 µs, the scalar Straus about 39 + 5.4·n µs, so the vector path would win from 2
+/// on. Batches of 2 and 3 stay scalar anyway: they are rare under load (the pool batches
+/// whatever waits), and so the scalar path, the only one on CPUs without IFMA, is still
+/// exercised by the batch tests on CPUs that have it.
 const VECTOR_NONCES_MIN: usize = 4;
 /// Odd multiples `1·P, 3·P, …, 15·P` per point.
 const TABLE_SIZE: usize = 1 << (WINDOW - 2);

@@ -27,9 +27,9 @@ use crate::sqrt_ifma::{self, LANES};
 /// k256's field element (not exported under its own name; reached through the curve).
 type FieldElement = <Secp256k1 as FieldArithmetic>::FieldElement;
 
-/// Fewest elements worth one vector call for a partial group: a call costs about as much
-/// as two of k256's square roots (measured here, docs/BENCHMARKS.md issue 23), so a lone
-/// element goes to k256.
+/// Fewest elements worth one vector call for a partial group: a call of one group of
+/// eight costs about 6.7 µs, one of k256's square roots 4.4 µs (measured here, issue 23 in
+/// docs/BENCHMARKS.md), so a lone element goes to k256 and two or more to the vector call.
 const PARTIAL_GROUP_MIN: usize = 2;
 
 /// A nonce point to decompress: its x coordinate (big-endian, possibly at or above p, which
