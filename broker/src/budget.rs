@@ -116,6 +116,11 @@ pub const BACKLOG_SLOT_BYTES: u64 = 32;
 /// One cached verification key: the affine point, its address, LRU links, hash slot.
 pub const KEY_ENTRY_BYTES: u64 = 256;
 
+/// One cached key's halves for the vector batch check (`Q` and `2^128·Q`, affine, kept
+/// beside the key where the CPU has AVX-512 IFMA): two affine points of 88 bytes (release
+/// build) and the option tag, rounded up.
+pub const KEY_HALVES_BYTES: u64 = 192;
+
 /// One entry of the peer ledger (blocklist entry and its expiry, strike record, per-peer
 /// counts).
 pub const PEER_ENTRY_BYTES: u64 = 192;
@@ -270,7 +275,7 @@ struct TermRow {
 }
 
 /// The terms of the worst case, one row each, in report order.
-const TERMS: [TermRow; 18] = [
+const TERMS: [TermRow; 19] = [
     TermRow {
         name: "process base",
         keys: "fixed",
@@ -344,6 +349,11 @@ const TERMS: [TermRow; 18] = [
         name: "key caches",
         keys: "verify.key_cache_keys_max, verify.workers",
         bytes: |s| s.workers.max(s.cores) * s.key_cache_keys * KEY_ENTRY_BYTES,
+    },
+    TermRow {
+        name: "key halves",
+        keys: "verify.key_cache_keys_max, verify.workers",
+        bytes: |s| s.workers.max(s.cores) * s.key_cache_keys * KEY_HALVES_BYTES,
     },
     TermRow {
         name: "peer ledger",

@@ -15,7 +15,12 @@
 //!   `Expect::Implicit` gives the verdict and dedup key of R11's shape table (docs/PROTOCOL.md §4),
 //!   modelled here;
 //! - `verify_batch` (cached keys, same-key batches) gives `verify`'s result for every job,
-//!   including a warm repeat and a tampered copy of the chunk under the same owner.
+//!   including warm repeats (enough for the batch check to take the vector square roots
+//!   of two groups of eight where the CPU has AVX-512 IFMA) and a tampered copy of the
+//!   chunk under the same owner;
+//! - the batch decompression of nonce points (`nonce::decompress_all`, IFMA where present)
+//!   is exactly k256's decompression of each (`decompress_portable`), on x coordinates and
+//!   parities cut from the chunk's bytes, for every group size up to 17.
 
 #![no_main]
 
@@ -27,6 +32,7 @@
 use bps_fuzz::keccak_reference as reference;
 use bps_fuzz::soc_input::SocInput;
 use bps_proto::Binding;
+use bps_verify::nonce::{NonceX, decompress_all, decompress_portable};
 use bps_verify::{
     Expect, Lanes, REPLICAS_OWNER, Recovered, ShapeError, SocError, SocRef, Verified, VerifyError,
     VerifyRequest, recover_soc, validate_soc, validate_soc_at, validate_soc_at_with, verify,
@@ -242,10 +248,49 @@ fn tampered(chunk: &[u8]) -> Vec<u8> {
     copy
 }
 
+/// Warm repeats of the chunk under its recovered owner in [`check_batch`]: more than one
+/// group of eight, so the batch check of a valid chunk takes two groups of vector square
+/// roots where the CPU has IFMA.
+const WARM_REPEATS: usize = 10;
+/// Most nonces cut from one input: two groups of eight and one more.
+const NONCES_MAX: usize = 17;
+
+/// `decompress_all` against k256's decompression of each nonce, on x coordinates cut from
+/// the chunk at every byte offset (stepping by 13, so consecutive ones overlap) with the
+/// parity of the byte after, in every prefix length up to [`NONCES_MAX`].
+fn check_nonces(chunk: &[u8]) {
+    let nonces: Vec<NonceX> = chunk
+        .windows(33)
+        .step_by(13)
+        .take(NONCES_MAX)
+        .map(|window| {
+            let mut x = [0u8; 32];
+            x.copy_from_slice(&window[..32]);
+            NonceX {
+                x: x.into(),
+                y_is_odd: window[32] & 1 == 1,
+            }
+        })
+        .collect();
+    let mut points = Vec::new();
+    for len in 0..=nonces.len() {
+        let group = &nonces[..len];
+        let expected: Option<Vec<_>> = group.iter().map(decompress_portable).collect();
+        assert_eq!(
+            decompress_all(group, &mut points),
+            expected.is_some(),
+            "{len}"
+        );
+        if let Some(expected) = expected {
+            assert_eq!(points, expected, "{len}");
+        }
+    }
+}
+
 /// `verify_batch` against the results already established for `verify`: the job with
-/// the input's owner, the recovered owner twice (the second one is warm: its key is
-/// cached), the tampered chunk under that owner (its only extra recovery) and the implicit
-/// job.
+/// the input's owner, the recovered owner [`WARM_REPEATS`] + 1 times (all but the first
+/// are warm: its key is cached), the tampered chunk under that owner (its only extra
+/// recovery) and the implicit job.
 fn check_batch(
     input: &SocInput<'_>,
     fields: &Fields,
@@ -256,21 +301,16 @@ fn check_batch(
         .as_ref()
         .map_or(input.owner, |recovered| recovered.owner);
     let tampered = request(&tampered(input.chunk), Expect::At { owner });
-    let mut jobs = vec![
-        (
-            request(input.chunk, Expect::At { owner: input.owner }),
-            model_verify_at(fields, valid, &input.owner),
-        ),
-        (
-            request(input.chunk, Expect::At { owner }),
-            model_verify_at(fields, valid, &owner),
-        ),
-        (
-            request(input.chunk, Expect::At { owner }),
-            model_verify_at(fields, valid, &owner),
-        ),
-        (tampered.clone(), verify(&tampered)),
-    ];
+    let mut jobs = vec![(
+        request(input.chunk, Expect::At { owner: input.owner }),
+        model_verify_at(fields, valid, &input.owner),
+    )];
+    let at_owner = (
+        request(input.chunk, Expect::At { owner }),
+        model_verify_at(fields, valid, &owner),
+    );
+    jobs.extend(std::iter::repeat_n(at_owner, WARM_REPEATS + 1));
+    jobs.push((tampered.clone(), verify(&tampered)));
     if let Some((expect, expected)) = implicit {
         jobs.push((request(input.chunk, expect), expected));
     }
@@ -291,6 +331,7 @@ fuzz_target!(|input: &[u8]| {
         return;
     }
     let fields = check_layout(chunk);
+    check_nonces(chunk);
 
     let recovered = recover_soc(chunk);
     if let Ok(soc) = &recovered {

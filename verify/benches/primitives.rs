@@ -85,6 +85,81 @@ fn human(ns: f64) -> String {
     }
 }
 
+/// The curve operations the batch check is made of, each alone, so the per-signature cost
+/// of [`KnownKeysBatch::check`] can be split: one nonce point decompression (a field
+/// square root), one table of 8 odd multiples (a doubling and 7 additions), about 22
+/// additions in the shared chain, a few scalar products, and the EIP-191 hash.
+fn curve_rows(signature: &[u8; 65], digest: &[u8; 32]) -> Vec<Row> {
+    use bps_verify::nonce::{NonceX, decompress_all};
+    use k256::elliptic_curve::hazmat::FieldArithmetic;
+    use k256::elliptic_curve::point::{AffineCoordinates, DecompressPoint};
+    use k256::elliptic_curve::subtle::Choice;
+    use k256::{AffinePoint, FieldBytes, ProjectivePoint, Scalar, Secp256k1};
+    type FieldElement = <Secp256k1 as FieldArithmetic>::FieldElement;
+
+    let mut r = [0u8; 32];
+    r.copy_from_slice(&signature[..32]);
+    let r = FieldBytes::from(r);
+    let odd = Choice::from(signature[64] & 1);
+    let nonce = AffinePoint::decompress(&r, odd)
+        .into_option()
+        .expect("a nonce point");
+    let point = ProjectivePoint::from(nonce);
+    let other = point.double();
+    let element = FieldElement::from_bytes(&r).into_option().expect("below p");
+    let scalar = Scalar::from(u64::from(signature[5]) + 3).square();
+    let nonces: Vec<NonceX> = (1..=BATCH as u64)
+        .map(|seed| {
+            let point = ProjectivePoint::mul_by_generator(&Scalar::from(seed * 7919)).to_affine();
+            NonceX {
+                x: point.x(),
+                y_is_odd: bool::from(point.y_is_odd()),
+            }
+        })
+        .collect();
+    let mut points = Vec::with_capacity(BATCH);
+    assert!(decompress_all(&nonces, &mut points));
+    vec![
+        measure("EIP-191 hash of a digest", || {
+            black_box(bps_verify::eip191_hash(black_box(digest)));
+        }),
+        measure("nonce point decompression (field sqrt)", || {
+            black_box(AffinePoint::decompress(black_box(&r), odd));
+        }),
+        measure_per(
+            format!("nonce point decompression, {BATCH} at once (decompress_all), per point"),
+            BATCH as u32,
+            || {
+                black_box(decompress_all(black_box(&nonces), &mut points));
+            },
+        ),
+        measure("field mul (k256, 5x52)", || {
+            black_box(black_box(element).mul(black_box(&element)));
+        }),
+        measure("field sqrt (k256)", || {
+            black_box(black_box(element).sqrt());
+        }),
+        measure("field invert (k256)", || {
+            black_box(black_box(element).invert());
+        }),
+        measure("point add, projective (k256, complete)", || {
+            black_box(black_box(point) + black_box(&other));
+        }),
+        measure("point add, projective + affine (k256, complete)", || {
+            black_box(black_box(point) + black_box(&nonce));
+        }),
+        measure("point double (k256)", || {
+            black_box(black_box(point).double());
+        }),
+        measure("scalar mul (k256)", || {
+            black_box(black_box(scalar) * black_box(&scalar));
+        }),
+        measure("scalar invert_vartime (k256)", || {
+            black_box(black_box(scalar).invert_vartime());
+        }),
+    ]
+}
+
 fn main() {
     let key = SigningKey::from_bytes(&keccak256(b"bench key")).expect("valid key");
     let payload_4k: Vec<u8> = (0..CHUNK_SIZE)
@@ -210,6 +285,7 @@ fn main() {
             },
         ),
     ]);
+    rows.extend(curve_rows(&signature, &digest));
     assert!(results.iter().all(Result::is_ok));
 
     println!("| operation | median | p10 | p90 | samples × batch |");

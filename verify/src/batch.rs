@@ -55,6 +55,18 @@
 //! multiplication over the `Q_k` with their full 256-bit scalars and the `−R_i` with the
 //! 128-bit weights, all sharing one chain of doublings. A key whose `c_k` is zero (no
 //! signature names it, or its terms sum to 0 mod N) contributes `O` and is left out.
+//!
+//! Where the CPU has AVX-512 IFMA and the batch holds at least [`VECTOR_NONCES_MIN`]
+//! signatures, the same sum is computed differently, not a different sum: the nonce points
+//! are decompressed eight square roots at a time ([`crate::nonce`], every point checked by
+//! k256, so they are exactly recovery's `R_i`), and the terms `a_i·(−R_i)` together with
+//! every key term, split as `c_k·Q_k = c_low·Q_k + c_high·(2^128·Q_k)` (both halves below
+//! 2^128, `2^128·Q_k` computed once when the key is cached), go through one eight-lane
+//! multi-scalar multiplication ([`crate::msm_ifma`]); `G`'s term stays k256's. The split
+//! is an identity of the group (`c = c_low + 2^128·c_high` as integers), and the vector
+//! multiplication is tested equal to k256's on random and extreme inputs of every size, so
+//! the left side and everything argued below are unchanged. A vector result that is not
+//! on the curve makes the batch fail, which sends its signatures to the single checks.
 //! - Valid batches always pass: every `E_i = O`.
 //! - An invalid batch passes with probability at most `1/(2^128 − 1)`: secp256k1 has
 //!   prime order N (cofactor 1), so `E_i = e_i·G` for some `e_i` mod N, and `e_i` depends
@@ -105,11 +117,12 @@
 
 use k256::elliptic_curve::PrimeField;
 use k256::elliptic_curve::ops::{MulByGeneratorVartime, Reduce};
-use k256::elliptic_curve::point::{AffineCoordinates, DecompressPoint};
-use k256::elliptic_curve::subtle::Choice;
+use k256::elliptic_curve::point::AffineCoordinates;
 use k256::{AffinePoint, FieldBytes, ProjectivePoint, PublicKey, Scalar};
 use rand::Rng;
 
+use crate::msm_ifma;
+use crate::nonce::{NonceX, decompress_all};
 use crate::signer::{
     CompressedKey, SignatureError, V_MAX, V_MIN, address_of, checked_scalar, compressed_key,
     eip191_hash,
@@ -127,6 +140,14 @@ const ORDER: [u8; 32] = [
 /// are within a few percent for 128-bit scalars; 5 needs fewer additions, and for the
 /// 256-bit key scalars 5 is also the cheapest (table plus additions per key).
 const WINDOW: usize = 5;
+/// Fewest signatures whose terms go through the vector multi-scalar multiplication
+/// ([`msm_ifma`]) where the CPU has IFMA. Estimated from the per-operation costs (issue 23
+/// in docs/BENCHMARKS.md), not measured at each size: one slot of eight lanes costs
+/// about 39 µs, the scalar Straus about 39 + 5.4·n µs, so the vector path would win from 2
+/// on. Batches of 2 and 3 stay scalar anyway: they are rare under load (the pool batches
+/// whatever waits), and so the scalar path, the only one on CPUs without IFMA, is still
+/// exercised by the batch tests on CPUs that have it.
+const VECTOR_NONCES_MIN: usize = 4;
 /// Odd multiples `1·P, 3·P, …, 15·P` per point.
 const TABLE_SIZE: usize = 1 << (WINDOW - 2);
 /// Bits of a scalar below N (a weight uses the low 128).
@@ -139,6 +160,11 @@ const DIGITS: usize = SCALAR_BITS + 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KnownKey {
     point: ProjectivePoint,
+    /// The key and `2^128·Q`, affine, for the vector multi-scalar multiplication, which
+    /// takes 128-bit weights: `c·Q = c_low·Q + c_high·(2^128·Q)`. Only where the CPU runs
+    /// it ([`msm_ifma::available`]); its cost is paid once per key, at the recovery that
+    /// caches it (128 doublings and an inversion, about a third of that recovery).
+    halves: Option<[AffinePoint; 2]>,
     address: Address,
     compressed: CompressedKey,
 }
@@ -146,8 +172,17 @@ pub struct KnownKey {
 impl KnownKey {
     /// The key and its Ethereum address.
     pub fn new(public_key: &PublicKey) -> Self {
+        let point = ProjectivePoint::from(public_key);
+        let halves = msm_ifma::available().then(|| {
+            let mut high = point;
+            for _ in 0..128 {
+                high = high.double();
+            }
+            [*public_key.as_affine(), high.to_affine()]
+        });
         Self {
-            point: ProjectivePoint::from(public_key),
+            point,
+            halves,
             address: address_of(public_key),
             compressed: compressed_key(public_key),
         }
@@ -226,12 +261,6 @@ impl SignedDigest {
     fn y_is_odd(&self) -> bool {
         self.recovery_id & 1 == 1
     }
-
-    /// Recovery's nonce point, if it exists.
-    fn nonce_point(&self) -> Option<AffinePoint> {
-        let x = self.nonce_x()?;
-        AffinePoint::decompress(&x, Choice::from(u8::from(self.y_is_odd()))).into_option()
-    }
 }
 
 /// Whether recovery of `signature` would yield exactly `key` (module docs: `T` must be the
@@ -271,11 +300,20 @@ pub struct KnownKeysBatch {
     weights: Vec<u128>,
     /// `c_k` of the module docs, one per key of the batch.
     key_scalars: Vec<Scalar>,
+    /// The nonce points to decompress, one per signature.
+    nonces: Vec<NonceX>,
+    /// Recovery's nonce point of every signature.
+    nonce_points: Vec<AffinePoint>,
     /// Odd multiples of every point of the multi-scalar multiplication: the negated nonce
     /// points, then the keys that take part.
     tables: Vec<[ProjectivePoint; TABLE_SIZE]>,
     /// Signed digits of each point's scalar, in the order of `tables`.
     digits: Vec<[i8; DIGITS]>,
+    /// The points of the vector multi-scalar multiplication (where the CPU runs it): the
+    /// negated nonce points, then both halves of each key that takes part.
+    vector_points: Vec<AffinePoint>,
+    /// Their 128-bit weights, in the same order.
+    vector_weights: Vec<u128>,
 }
 
 impl KnownKeysBatch {
@@ -295,35 +333,86 @@ impl KnownKeysBatch {
         if signatures.is_empty() {
             return true;
         }
-        self.tables.clear();
+        self.nonces.clear();
         for keyed in signatures {
-            let Some(nonce) = keyed.signature.nonce_point() else {
+            let Some(x) = keyed.signature.nonce_x() else {
                 return false;
             };
-            // Negated, so that the weights themselves are the scalars of these points.
-            self.tables
-                .push(odd_multiples(-ProjectivePoint::from(nonce)));
+            self.nonces.push(NonceX {
+                x,
+                y_is_odd: keyed.signature.y_is_odd(),
+            });
+        }
+        if !decompress_all(&self.nonces, &mut self.nonce_points) {
+            return false;
         }
         if !self.invert_all(signatures) {
             return false;
         }
         self.draw_weights(signatures.len());
         let generator_scalar = self.collect_scalars(keys.len(), signatures);
+        let vector = msm_ifma::available() && signatures.len() >= VECTOR_NONCES_MIN;
+        self.gather_terms(keys, vector);
+        let mut sum = ProjectivePoint::mul_by_generator_vartime(&generator_scalar)
+            + straus(&self.tables, &self.digits);
+        if vector {
+            // `None` only if a lane's result is off the curve (module docs of
+            // `msm_ifma`): then the batch is not accepted and its signatures are checked
+            // one by one, by k256.
+            let Some(vector_sum) =
+                msm_ifma::weighted_sum(&self.vector_points, &self.vector_weights)
+            else {
+                return false;
+            };
+            sum += vector_sum;
+        }
+        sum == ProjectivePoint::IDENTITY
+    }
+
+    /// Fills the terms of the multi-scalar multiplication besides `G`'s: the negated nonce
+    /// points with the weights, and each key with a non-zero `c_k`. With `vector`, the
+    /// nonces and the keys that have halves go to the vector lists (a key as its two
+    /// 128-bit halves), the rest to the Straus tables.
+    fn gather_terms(&mut self, keys: &[KnownKey], vector: bool) {
+        self.tables.clear();
         self.digits.clear();
-        self.digits.extend(
-            self.weights
-                .iter()
-                .map(|weight| signed_digits(&weight_limbs(*weight))),
-        );
+        self.vector_points.clear();
+        self.vector_weights.clear();
+        // Negated, so that the weights themselves are the scalars of these points.
+        if vector {
+            self.vector_points
+                .extend(self.nonce_points.iter().map(|nonce| -*nonce));
+            self.vector_weights.extend_from_slice(&self.weights);
+        } else {
+            self.tables.extend(
+                self.nonce_points
+                    .iter()
+                    .map(|nonce| odd_multiples(-ProjectivePoint::from(nonce))),
+            );
+            self.digits.extend(
+                self.weights
+                    .iter()
+                    .map(|weight| signed_digits(&weight_limbs(*weight))),
+            );
+        }
         for (key, scalar) in keys.iter().zip(&self.key_scalars) {
-            if *scalar != Scalar::ZERO {
-                self.tables.push(odd_multiples(key.point));
-                self.digits.push(signed_digits(&scalar_limbs(scalar)));
+            if *scalar == Scalar::ZERO {
+                continue;
+            }
+            match key.halves {
+                Some([low_point, high_point]) if vector => {
+                    let [l0, l1, l2, l3] = scalar_limbs(scalar);
+                    let low = u128::from(l0) | (u128::from(l1) << 64);
+                    let high = u128::from(l2) | (u128::from(l3) << 64);
+                    self.vector_points.extend([low_point, high_point]);
+                    self.vector_weights.extend([low, high]);
+                }
+                _ => {
+                    self.tables.push(odd_multiples(key.point));
+                    self.digits.push(signed_digits(&scalar_limbs(scalar)));
+                }
             }
         }
-        let sum = ProjectivePoint::mul_by_generator_vartime(&generator_scalar)
-            + straus(&self.tables, &self.digits);
-        sum == ProjectivePoint::IDENTITY
     }
 
     /// Checks the batch, and on failure each signature alone against its own key:

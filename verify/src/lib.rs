@@ -30,14 +30,18 @@ mod wire;
 pub mod batch;
 pub mod bmt;
 pub mod fair;
+pub mod field_ifma;
 pub mod job;
 pub mod keccak;
 pub mod keycache;
+pub mod msm_ifma;
+pub mod nonce;
 pub mod pool;
 pub mod publish;
 pub mod shape;
 pub mod signer;
 pub mod soc;
+pub mod sqrt_ifma;
 pub mod verifier;
 
 pub use batch::{KeyedSignature, KnownKey, KnownKeysBatch, SignedDigest, verify_with_key};

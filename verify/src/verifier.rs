@@ -29,7 +29,9 @@
 //! between threads: each worker owns its verifier.
 //!
 //! Cost (measured here, 4 KiB payloads): a warm chunk in a batch of 64 of one owner
-//! ≈ 17 µs against ≈ 88 µs for recovery with the scalar BMT. With 64 owners taking turns
+//! ≈ 17 µs against ≈ 88 µs for recovery with the scalar BMT; with AVX-512 IFMA (vector
+//! nonce decompression and multi-scalar multiplication, [`crate::batch`]) ≈ 8 µs, of
+//! which the signature is 3 µs (docs/BENCHMARKS.md, issue 23). With 64 owners taking turns
 //! (one chunk each per batch), the one multi-key check makes this path 1.6–1.9× faster
 //! than one check per owner (docs/BENCHMARKS.md, issue 12). A batch that holds a bad chunk
 //! costs the failed multi-key check, the bisection's checks of halves (their sizes sum to
