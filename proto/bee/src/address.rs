@@ -96,7 +96,7 @@ impl fmt::Debug for Identity {
         // Never the secret.
         formatter
             .debug_struct("Identity")
-            .field("overlay", &hex::encode(&self.overlay))
+            .field("overlay", &hex::encode(self.overlay))
             .field("network_id", &self.network_id)
             .finish_non_exhaustive()
     }

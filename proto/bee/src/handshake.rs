@@ -216,10 +216,10 @@ pub enum HandshakeError {
     },
     /// An address the peer observed of us names another peer: it reached someone else.
     ObservedPeerIdMismatch {
-        /// Our peer id.
-        ours: PeerId,
+        /// Our peer id (boxed, as `theirs`: a peer id is 80 bytes inline).
+        ours: Box<PeerId>,
         /// The one it names.
-        theirs: PeerId,
+        theirs: Box<PeerId>,
     },
     /// The peer is on another Swarm network.
     NetworkIdMismatch {
@@ -439,8 +439,8 @@ impl Handshake {
                 })?;
             if theirs != self.local.peer_id {
                 return Err(HandshakeError::ObservedPeerIdMismatch {
-                    ours: self.local.peer_id,
-                    theirs,
+                    ours: Box::new(self.local.peer_id),
+                    theirs: Box::new(theirs),
                 });
             }
         }

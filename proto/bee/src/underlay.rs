@@ -233,7 +233,10 @@ mod tests {
     fn one_address_is_its_bytes_and_others_are_a_list() {
         let one = address("/ip4/127.0.0.1/tcp/1634");
         let two = address("/ip6/::1/tcp/1634");
-        assert_eq!(serialize_underlays(&[one.clone()]), Ok(one.to_vec()));
+        assert_eq!(
+            serialize_underlays(std::slice::from_ref(&one)),
+            Ok(one.to_vec())
+        );
         assert_eq!(serialize_underlays(&[]), Ok(vec![UNDERLAY_LIST_PREFIX]));
         let both = serialize_underlays(&[one.clone(), two.clone()]).expect("fits");
         let mut expected = vec![UNDERLAY_LIST_PREFIX, one.as_ref().len() as u8];
