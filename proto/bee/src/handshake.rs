@@ -189,7 +189,7 @@ pub struct Completed {
 pub enum Step {
     /// Read more and feed again.
     NeedMore,
-    /// Write these bytes, then read more and feed again.
+    /// Write these bytes, then feed again: the buffer may already hold the next message.
     Send(Bytes),
     /// The handshake succeeded.
     Done(Box<Completed>),

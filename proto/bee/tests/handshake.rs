@@ -353,3 +353,25 @@ fn our_settings_have_bees_bounds() {
     let local = LocalNode::new(identity, peer_id(0), false, at_bound, &[]).expect("valid");
     assert!(local.underlays().is_empty());
 }
+
+#[test]
+fn a_syn_and_its_ack_in_one_read_finish_after_a_second_feed() {
+    let (mut dialer, syn) = Handshake::dial(
+        node(3, 2, NETWORK, false),
+        peer_id(0),
+        &[multiaddr("/ip4/10.0.0.1/tcp/1634")],
+    );
+    let mut first = Handshake::respond(dialer_node(), peer_id(2), &[]);
+    let syn_ack = sent(feed(&mut first, &syn).expect("valid Syn"));
+    let Step::Done(dialed) = feed(&mut dialer, &syn_ack).expect("valid SynAck") else {
+        panic!("the dialer finishes on the SynAck");
+    };
+    let ack = dialed.send.expect("the dialer's Ack");
+    // A second responder gets the Syn and the Ack in one read (the Ack does not depend on
+    // which responder's SynAck the dialer checked).
+    let mut responder = Handshake::respond(dialer_node(), peer_id(2), &[]);
+    let mut buf = BytesMut::from(&[&syn[..], &ack[..]].concat()[..]);
+    assert!(matches!(responder.feed(&mut buf, NOW), Ok(Step::Send(_))));
+    assert!(matches!(responder.feed(&mut buf, NOW), Ok(Step::Done(_))));
+    assert!(buf.is_empty());
+}
