@@ -12,8 +12,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The top-level directories holding the Rust crates: the workspace's members (`proto/ws`
-/// and `broker/core` lie inside two of them) and the separate fuzz workspace.
+/// The top-level directories holding the Rust crates: the workspace's members (`proto/ws`,
+/// `proto/bee` and `broker/core` lie inside two of them) and the separate fuzz workspace.
 const CRATE_ROOTS: &[&str] = &["proto", "verify", "broker", "client", "bench", "fuzz"];
 
 /// Directories that hold no source of ours: build output, npm packages, fuzz corpora.
@@ -37,6 +37,8 @@ const PEER_DATA_MODULES: &[&str] = &[
     "proto/src/",
     // The WebSocket wire: frames, HTTP heads, queries, forwarded headers, bridge messages.
     "proto/ws/src/",
+    // Bee's control protocols: handshake messages, signed records, underlay lists, hive.
+    "proto/bee/src/",
     // Chunks, signatures and bindings as peers sent them, and the jobs that verify them.
     "verify/src/soc.rs",
     "verify/src/shape.rs",

@@ -56,6 +56,7 @@ pub fn all() -> Vec<Seed> {
         machine(),
         forwarded(),
         crate::ws_seeds::all(),
+        crate::bee_seeds::all(),
     ]
     .concat()
 }
