@@ -315,110 +315,92 @@ impl Host {
     }
 
     async fn on_swarm_event(&mut self, event: SwarmEvent<BehaviourEvent>) {
-        match event {
-            SwarmEvent::NewListenAddr { address, .. } => {
-                self.emit(HostEvent::Listening { address }).await
-            }
+        let reported = match event {
+            SwarmEvent::Behaviour(BehaviourEvent::Identify(event)) => identified(event),
+            SwarmEvent::Behaviour(BehaviourEvent::Ping(event)) => self.on_ping(event),
+            other => self.on_connection_event(other),
+        };
+        if let Some(event) = reported {
+            self.emit(event).await;
+        }
+    }
+
+    /// Listeners, connections and dials: the redial schedule follows them, the caller hears.
+    fn on_connection_event(&mut self, event: SwarmEvent<BehaviourEvent>) -> Option<HostEvent> {
+        let now = Instant::now();
+        Some(match event {
+            SwarmEvent::NewListenAddr { address, .. } => HostEvent::Listening { address },
             SwarmEvent::ConnectionEstablished {
-                peer_id,
-                connection_id,
+                peer_id: peer,
+                connection_id: connection,
                 endpoint,
                 ..
             } => {
-                self.redial.connected(peer_id);
+                self.redial.connected(peer);
                 let (remote, direction) = remote_of(&endpoint);
-                self.emit(HostEvent::ConnectionEstablished {
-                    peer: peer_id,
-                    connection: connection_id,
+                HostEvent::ConnectionEstablished {
+                    peer,
+                    connection,
                     remote,
                     direction,
-                })
-                .await;
+                }
             }
             SwarmEvent::ConnectionClosed {
-                peer_id,
-                connection_id,
+                peer_id: peer,
+                connection_id: connection,
                 endpoint,
                 num_established,
                 cause,
             } => {
                 if num_established == 0 {
-                    self.redial.lost(peer_id, Instant::now());
+                    self.redial.lost(peer, now);
                 }
                 let (remote, direction) = remote_of(&endpoint);
                 let cause = cause.map(|c| c.to_string());
-                self.emit(HostEvent::ConnectionClosed {
-                    peer: peer_id,
-                    connection: connection_id,
+                HostEvent::ConnectionClosed {
+                    peer,
+                    connection,
                     remote,
                     direction,
                     cause,
-                })
-                .await;
+                }
             }
             SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
                 if let Some(peer) = peer_id {
-                    self.redial.lost(peer, Instant::now());
+                    self.redial.lost(peer, now);
                 }
-                self.emit(HostEvent::DialFailed {
+                HostEvent::DialFailed {
                     peer: peer_id,
                     error: error.to_string(),
-                })
-                .await;
+                }
             }
             SwarmEvent::IncomingConnectionError {
                 send_back_addr,
                 error,
                 ..
-            } => {
-                self.emit(HostEvent::IncomingFailed {
-                    remote: send_back_addr,
-                    error: error.to_string(),
-                })
-                .await;
-            }
-            SwarmEvent::Behaviour(BehaviourEvent::Identify(event)) => self.on_identify(event).await,
-            SwarmEvent::Behaviour(BehaviourEvent::Ping(event)) => self.on_ping(event).await,
-            _ => {}
-        }
-    }
-
-    async fn on_identify(&mut self, event: identify::Event) {
-        match event {
-            identify::Event::Received { peer_id, info, .. } => {
-                let protocols = info.protocols.iter().map(|p| p.to_string()).collect();
-                let event = HostEvent::Identified {
-                    peer: peer_id,
-                    agent_version: info.agent_version,
-                    protocol_version: info.protocol_version,
-                    protocols,
-                };
-                self.emit(event).await;
-            }
-            identify::Event::Sent { peer_id, .. } => {
-                self.emit(HostEvent::IdentifySent { peer: peer_id }).await
-            }
-            _ => {}
-        }
+            } => HostEvent::IncomingFailed {
+                remote: send_back_addr,
+                error: error.to_string(),
+            },
+            _ => return None,
+        })
     }
 
     /// A pong is reported; a ping that timed out closes its connection: the peer is gone
     /// or stuck, and the idle timeout (`DEFAULT_IDLE_CONNECTION_TIMEOUT`) will not close it.
-    async fn on_ping(&mut self, event: ping::Event) {
+    fn on_ping(&mut self, event: ping::Event) -> Option<HostEvent> {
         match event.result {
-            Ok(rtt) => {
-                self.emit(HostEvent::Pong {
-                    peer: event.peer,
-                    rtt,
-                })
-                .await
-            }
+            Ok(rtt) => Some(HostEvent::Pong {
+                peer: event.peer,
+                rtt,
+            }),
             Err(ping::Failure::Timeout) => {
                 HostStats::bump(&self.stats.ping_timeouts);
                 self.swarm.close_connection(event.connection);
+                None
             }
             // A peer without ping, or a stream error: the connection's own state tells.
-            Err(_) => {}
+            Err(_) => None,
         }
     }
 
@@ -497,6 +479,20 @@ impl Host {
                 .await;
             }
         }
+    }
+}
+
+/// The peer's identify answer, and our answer sent to it.
+fn identified(event: identify::Event) -> Option<HostEvent> {
+    match event {
+        identify::Event::Received { peer_id, info, .. } => Some(HostEvent::Identified {
+            peer: peer_id,
+            agent_version: info.agent_version,
+            protocol_version: info.protocol_version,
+            protocols: info.protocols.iter().map(|p| p.to_string()).collect(),
+        }),
+        identify::Event::Sent { peer_id, .. } => Some(HostEvent::IdentifySent { peer: peer_id }),
+        _ => None,
     }
 }
 

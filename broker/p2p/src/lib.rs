@@ -30,7 +30,7 @@ pub use dial::{REDIAL_BACKOFF_MAX, REDIAL_BACKOFF_MIN};
 pub use event::{EVENTS_QUEUED, HostEvent};
 pub use host::{COMMANDS_QUEUED, HostGone, HostHandle, OpenError, P2pHost, StartError};
 pub use identity::{KEY_FILE_MODE, KeyError, load, load_or_create};
-pub use libp2p::{Multiaddr, PeerId, StreamProtocol, identity::Keypair};
+pub use libp2p::{Multiaddr, PeerId, StreamProtocol, identity::Keypair, multiaddr::Protocol};
 pub use pending::PendingPerIpExceeded;
 pub use pipe::{
     Direction, INBOUND_CHUNKS_PER_STREAM, OUTBOUND_MESSAGES_PER_STREAM, READ_CHUNK_BYTES,
