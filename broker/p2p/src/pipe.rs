@@ -6,8 +6,10 @@
 //! buffer, not copied) sent on a channel of `INBOUND_CHUNKS_PER_STREAM`; when the caller
 //! does not take them and the channel is full, the reader waits and stops reading the
 //! stream: yamux's window then stops the peer (backpressure), and no byte is dropped.
-//! Outbound: each `Bytes` the caller sends is written to the stream as it is (the caller's
-//! shared buffer, no copy here; yamux frames it and Noise or TLS encrypts it); a full
+//! Outbound: each `Bytes` the caller sends is written to the stream as it is, from the
+//! caller's shared buffer with no copy here (below, yamux 0.14 copies it into its data
+//! frame and Noise into its send buffer before encrypting: the libraries' copies, not
+//! this host's, and one per write of the stream, not per receiver of a frame); a full
 //! channel (`OUTBOUND_MESSAGES_PER_STREAM`) is the caller's to see (`try_send` fails), as
 //! a slow reader of any carrier is.
 //! The ends: the caller dropping `outbound` closes the stream's write side once everything

@@ -283,3 +283,30 @@ async fn a_configured_peer_is_dialed() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_configured_peer_lost_is_dialed_again() {
+    let b_config = config("redial-b");
+    let b = start(b_config.clone()).await;
+    let b_id = b.host.peer_id();
+    let mut a_config = config("redial-a");
+    a_config.listen.clear();
+    a_config.dial = vec![p2p_addr(&b)];
+    let (key, _) = load_or_create(&a_config.key_path).unwrap();
+    let (_a, mut a_events) = P2pHost::start(&a_config, key).unwrap();
+    let established = |e: &HostEvent| {
+        matches!(e, HostEvent::ConnectionEstablished { peer, .. } if *peer == b_id).then_some(())
+    };
+    next(&mut a_events, established).await;
+    // B stops and comes back on the same address with the same key: A redials it.
+    let b_addr = b.addr.clone();
+    b.host.shutdown();
+    next(&mut a_events, |e| {
+        matches!(e, HostEvent::ConnectionClosed { peer, .. } if *peer == b_id).then_some(())
+    })
+    .await;
+    let mut b_again = b_config;
+    b_again.listen = vec![b_addr];
+    let _b_again = start(b_again).await;
+    next(&mut a_events, established).await;
+}
