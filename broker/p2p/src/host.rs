@@ -518,7 +518,7 @@ impl Acceptor {
     /// reset of that stream alone, and counted (`HostStats::streams_refused`).
     /// libp2p-stream queues one negotiated stream per protocol for this task and resets one
     /// that finds the queue full (uncounted here); this task only hands streams on, so it
-    /// keeps up: 40 streams opened at once on one connection were all accepted, 3 runs of 3.
+    /// keeps up: 40 streams opened at once on one connection were all accepted, in each of 3 runs.
     async fn run(self, mut incoming: libp2p_stream::IncomingStreams) {
         while let Some((peer, stream)) = incoming.next().await {
             let Some(slot) = self.counts.acquire(peer) else {

@@ -11,7 +11,8 @@ pub struct HostStats {
     pub streams_inbound: AtomicU64,
     /// Outbound streams opened for the caller.
     pub streams_outbound: AtomicU64,
-    /// Streams reset because their connection had `max_streams_per_connection` open.
+    /// Streams refused because their connection had `max_streams_per_connection` open: an
+    /// inbound one is reset, an outbound one is not opened (`OpenError::TooManyStreams`).
     pub streams_refused: AtomicU64,
     /// Connections closed because their ping timed out (the peer is gone or stuck).
     pub ping_timeouts: AtomicU64,
