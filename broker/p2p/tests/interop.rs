@@ -141,7 +141,7 @@ fn temp_dir(name: &str) -> PathBuf {
 async fn start_daemon(binary: &Path, dir: &Path, security: Security) -> Daemon {
     // A P-256 key as bee's, in the key file format both sides share.
     let key_path = dir.join("p2pd.key");
-    bps_p2p::load_or_create(&key_path).unwrap();
+    let (key, _) = bps_p2p::load_or_create(&key_path).unwrap();
     let control = dir.join("control.sock");
     let (noise, tls) = match security {
         Security::Noise => ("-noise=true", "-tls=false"),
@@ -182,6 +182,11 @@ async fn start_daemon(binary: &Path, dir: &Path, security: Security) -> Daemon {
         .filter_map(|a| Multiaddr::try_from(a).ok())
         .find(|a| a.to_string().contains("/tcp/"))
         .expect("p2pd listens on no TCP address");
+    assert_eq!(
+        peer,
+        key.public().to_peer_id(),
+        "p2pd runs with the P-256 key it was given"
+    );
     Daemon {
         child,
         control,
@@ -412,9 +417,10 @@ async fn interop(security: Security, we_dial: bool) {
     daemon_stream_echoes(&daemon, host.peer_id(), PUBSUB, &pattern(ECHO_BYTES, 2)).await;
     // A go-libp2p ping of us: 32 bytes, echoed by our ping behaviour.
     daemon_stream_echoes(&daemon, host.peer_id(), PING, &pattern(32, 3)).await;
+    let dialer = if we_dial { "bps-p2p" } else { "p2pd" };
+    let p2pd = daemon.peer;
     println!(
-        "interop {security:?}, {} dials: connection, identify, ping, echo both ways: ok",
-        if we_dial { "bps-p2p" } else { "p2pd" }
+        "interop {security:?}, {dialer} dials, p2pd {p2pd} (P-256): connection, identify, ping, echo both ways: ok"
     );
     drop(ours);
     host.shutdown();
