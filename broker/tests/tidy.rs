@@ -56,6 +56,8 @@ const PEER_DATA_MODULES: &[&str] = &[
     "broker/src/io/read_buffer.rs",
     "broker/src/io/carrier/",
     "broker/src/io/ws/",
+    // The libp2p host: the key file, the bytes and events of libp2p peers it hands on.
+    "broker/p2p/src/",
     "broker/src/admin.rs",
     // `bps-broker top`: what a broker's admin port answers.
     "broker/src/top/client.rs",
