@@ -27,6 +27,7 @@
 mod broker;
 mod core;
 mod instruments;
+mod p2p;
 mod protocol;
 mod render;
 mod stages;
@@ -37,6 +38,7 @@ pub use self::core::{
     WS_ENDPOINTS, WS_HTTP_STATUSES, WsMetrics,
 };
 pub use self::instruments::{Counter, Gauge, Histogram, HistogramSnapshot};
+pub use self::p2p::{P2P_DIRECTIONS, P2P_REASONS, P2pMetrics};
 pub use self::protocol::{
     COHORT_GAUGES, CohortFigures, CohortSeries, MetricKind, OtherCohorts, ProtocolMetric,
     R40_COUNTERS, protocol_figures,
