@@ -44,6 +44,7 @@ mod log_gate;
 mod notify;
 mod outbound;
 mod outgoing;
+mod p2p;
 pub mod port;
 mod read_buffer;
 mod receivers;
@@ -211,6 +212,8 @@ pub enum StartError {
     },
     /// A core's thread or runtime could not be created.
     Runtime(std::io::Error),
+    /// The libp2p carrier did not start (a key file, a listen address).
+    P2p(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -227,6 +230,7 @@ impl std::fmt::Display for StartError {
             }
             Self::Runtime(error) => write!(f, "cannot start a core runtime: {error}"),
             Self::Static(error) => write!(f, "cannot serve ws.static_dir: {error}"),
+            Self::P2p(error) => write!(f, "cannot start the p2p host: {error}"),
         }
     }
 }
@@ -250,6 +254,8 @@ pub struct Broker {
     listen_addr: SocketAddr,
     ws_addr: Option<SocketAddr>,
     driver: &'static str,
+    /// The libp2p host when `p2p.enabled`; dropped (stopped) with the broker.
+    _p2p: Option<bps_p2p::P2pHost>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -275,6 +281,10 @@ impl Broker {
         let statics = static_files(config)?;
         let (listeners, listen_addr) = bind("server.listen", config.server.listen, cores)?;
         let (ws_listeners, ws_addr) = bind_ws(config, cores)?;
+        let (p2p_host, mut p2p_service) = match p2p::start(config).map_err(StartError::P2p)? {
+            Some((host, service)) => (Some(host), Some(service)),
+            None => (None, None),
+        };
 
         let protocol = config.effective_protocol();
         let ledger = Arc::new(PeerLedger::new(&protocol));
@@ -298,9 +308,11 @@ impl Broker {
             .zip(machines.drain(..));
         for (core, (listeners, machine)) in CoreId::all(cores).zip(per_core) {
             let pin = core_ids.get(core.index() % available).copied();
+            // Core 0 owns the p2p streams (`p2p`'s header says why).
+            let p2p = p2p_service.take();
             let thread = spawn_core(
                 core,
-                (Arc::clone(&shared), listeners, machine),
+                (Arc::clone(&shared), (listeners, p2p), machine),
                 (pin, uring),
                 exit_tx.clone(),
             )?;
@@ -313,6 +325,7 @@ impl Broker {
             listen_addr,
             ws_addr,
             driver,
+            _p2p: p2p_host,
         })
     }
 
@@ -517,6 +530,10 @@ fn start_pool(
 /// One core's listeners: BPS over TCP, and WebSocket when enabled.
 type CoreListeners = (std::net::TcpListener, Option<std::net::TcpListener>);
 
+/// What one core serves: its listeners, and the libp2p host's events on the core that owns
+/// p2p streams.
+type CoreServes = (CoreListeners, Option<p2p::P2pService>);
+
 /// Whether the cores run on io_uring: `server.io_uring` against what the kernel allows.
 fn use_io_uring(mode: IoUringMode) -> Result<bool, StartError> {
     match mode {
@@ -552,7 +569,7 @@ fn bind_ws(
 /// runtime run until it ends; its index goes to `exit_tx` when it does.
 fn spawn_core(
     core: CoreId,
-    (shared, listeners, machine): (Arc<Shared>, CoreListeners, Machine),
+    (shared, listeners, machine): (Arc<Shared>, CoreServes, Machine),
     (pin, uring): (Option<core_affinity::CoreId>, bool),
     exit_tx: crossbeam::channel::Sender<CoreId>,
 ) -> Result<JoinHandle<()>, StartError> {
@@ -587,7 +604,7 @@ fn bind(
 fn run_core(
     core: CoreId,
     shared: Arc<Shared>,
-    listeners: CoreListeners,
+    listeners: CoreServes,
     machine: Machine,
     uring: bool,
 ) -> std::io::Result<()> {
@@ -607,7 +624,7 @@ fn run_core(
 async fn serve(
     core: CoreId,
     shared: Arc<Shared>,
-    (listener, ws_listener): CoreListeners,
+    ((listener, ws_listener), p2p_service): CoreServes,
     machine: Machine,
 ) -> std::io::Result<()> {
     let listener = monoio::net::TcpListener::from_std(listener)?;
@@ -617,6 +634,9 @@ async fn serve(
     if let Some(ws_listener) = ws_listener {
         let ws_listener = monoio::net::TcpListener::from_std(ws_listener)?;
         monoio::spawn(ws::accept_loop(Rc::clone(&link), ws_listener));
+    }
+    if let Some(service) = p2p_service {
+        monoio::spawn(p2p::serve(Rc::clone(&link), service));
     }
     inject_panic(core);
     shard.run().await;

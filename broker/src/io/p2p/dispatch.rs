@@ -1,0 +1,167 @@
+//! The libp2p host's events on the core that owns p2p streams: connections recorded in
+//! `Peers`, bee's handshake started on every connection we dialed (we are the dialer) and
+//! answered on every handshake stream a peer opens (we respond), every stream handed to its
+//! task by protocol: a pubsub stream of a handshaken peer becomes a BPS stream of this core
+//! (`stream`), one of a peer whose handshake has not completed is reset; pricing and hive
+//! are served (`side`); the outcomes counted in the core's `P2pMetrics`.
+//! Never does: block the core (every stream runs in a task of its own) or drop an event
+//! (the host waits for room, `bps_p2p::EVENTS_QUEUED`).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bps_bee::{HANDSHAKE_PROTOCOL, LocalNode};
+use bps_p2p::{Direction, HostEvent, HostHandle, Multiaddr, PeerId, StreamPipe, StreamProtocol};
+
+use super::exchange::Fault;
+use super::peers::Peers;
+use super::side::{self, Side};
+use super::{PUBSUB_PROTOCOL, handshake, stream};
+use crate::io::link::CoreLink;
+
+/// The dispatcher's state, shared by the tasks it starts on this core.
+pub struct Dispatcher {
+    pub link: Rc<CoreLink>,
+    pub handle: HostHandle,
+    pub node: Arc<LocalNode>,
+    pub peers: RefCell<Peers>,
+    pub network_id: u64,
+    pub deadline: Duration,
+}
+
+impl Dispatcher {
+    /// Handles one event of the host.
+    pub fn on_event(self: &Rc<Self>, event: HostEvent) {
+        match event {
+            HostEvent::Listening { address } => {
+                tracing::info!(%address, "p2p listening");
+            }
+            HostEvent::ConnectionEstablished {
+                peer,
+                remote,
+                direction,
+                ..
+            } => {
+                self.link.metrics().p2p.connection(direction);
+                self.peers
+                    .borrow_mut()
+                    .connected(peer, remote.clone(), direction);
+                if direction == Direction::Outbound {
+                    monoio::spawn(Rc::clone(self).dial_handshake(peer, remote));
+                }
+            }
+            HostEvent::ConnectionClosed { peer, cause, .. } => {
+                self.peers.borrow_mut().closed(&peer);
+                tracing::debug!(%peer, cause = cause.as_deref().unwrap_or("closed"), "p2p connection closed");
+            }
+            HostEvent::DialFailed { peer, error } => {
+                tracing::debug!(peer = ?peer, %error, "p2p dial failed");
+            }
+            HostEvent::IncomingFailed { remote, error } => {
+                tracing::debug!(%remote, %error, "p2p inbound connection failed");
+            }
+            HostEvent::StreamOpened(pipe) => self.on_stream(pipe),
+            HostEvent::Identified { .. }
+            | HostEvent::IdentifySent { .. }
+            | HostEvent::Pong { .. } => {}
+        }
+    }
+
+    fn on_stream(self: &Rc<Self>, pipe: StreamPipe) {
+        let protocol = pipe.protocol.as_ref().to_owned();
+        self.link.metrics().p2p.stream(&protocol);
+        if protocol == HANDSHAKE_PROTOCOL {
+            monoio::spawn(Rc::clone(self).respond_handshake(pipe));
+        } else if protocol == PUBSUB_PROTOCOL {
+            let ready = self.peers.borrow().ready(&pipe.peer);
+            match ready {
+                Some((ip, _overlay)) => {
+                    let (link, deadline) = (Rc::clone(&self.link), self.deadline);
+                    monoio::spawn(async move {
+                        if let Err(fault) = stream::run(Rc::clone(&link), pipe, ip, deadline).await
+                        {
+                            link.metrics().p2p.stream_refused(fault.reason());
+                        }
+                    });
+                }
+                None => {
+                    self.link
+                        .metrics()
+                        .p2p
+                        .stream_refused(Fault::NoHandshake.reason());
+                    tracing::debug!(peer = %pipe.peer, "p2p pubsub stream before the handshake: reset");
+                    pipe.reset.reset();
+                }
+            }
+        } else if let Some(side) = Side::of(&protocol) {
+            let (link, network_id, deadline) =
+                (Rc::clone(&self.link), self.network_id, self.deadline);
+            monoio::spawn(async move {
+                if let Err(fault) = side::serve(pipe, side, network_id, deadline).await {
+                    link.metrics().p2p.stream_refused(fault.reason());
+                }
+            });
+        } else {
+            pipe.reset.reset();
+        }
+    }
+
+    /// The peer opened a handshake stream: we respond.
+    async fn respond_handshake(self: Rc<Self>, pipe: StreamPipe) {
+        let peer = pipe.peer;
+        let begun = self.peers.borrow_mut().begin_handshake(&peer);
+        let outcome = match begun {
+            Ok((remote, _)) => {
+                handshake::respond(pipe, Arc::clone(&self.node), &remote, self.deadline).await
+            }
+            Err(refused) => {
+                pipe.reset.reset();
+                Err(Fault::Refused(refused))
+            }
+        };
+        self.handshake_ended(peer, outcome.map(|peer| peer.address.overlay));
+    }
+
+    /// We dialed `peer`: we open the handshake stream and lead it.
+    async fn dial_handshake(self: Rc<Self>, peer: PeerId, remote: Multiaddr) {
+        let begun = self.peers.borrow_mut().begin_handshake(&peer);
+        let outcome = match begun {
+            Ok(_) => {
+                let protocol = StreamProtocol::new(HANDSHAKE_PROTOCOL);
+                match self.handle.open_stream(peer, protocol).await {
+                    Ok(pipe) => {
+                        handshake::dial(pipe, Arc::clone(&self.node), peer, &remote, self.deadline)
+                            .await
+                    }
+                    Err(error) => {
+                        tracing::debug!(%peer, %error, "p2p handshake stream not opened");
+                        Err(Fault::Ended)
+                    }
+                }
+            }
+            Err(refused) => Err(Fault::Refused(refused)),
+        };
+        self.handshake_ended(peer, outcome.map(|peer| peer.address.overlay));
+    }
+
+    fn handshake_ended(&self, peer: PeerId, outcome: Result<bps_proto::Hash, Fault>) {
+        self.link
+            .metrics()
+            .p2p
+            .handshake(outcome.as_ref().err().map(Fault::reason));
+        match outcome {
+            Ok(overlay) => {
+                tracing::info!(%peer, overlay = %hex::encode(overlay), "p2p handshake completed");
+                self.peers.borrow_mut().end_handshake(&peer, Some(overlay));
+            }
+            Err(fault) => {
+                tracing::debug!(%peer, %fault, "p2p handshake failed");
+                if !matches!(fault, Fault::Refused(_)) {
+                    self.peers.borrow_mut().end_handshake(&peer, None);
+                }
+            }
+        }
+    }
+}
