@@ -150,8 +150,11 @@ impl Bee {
     /// Bee's handshake as the dialer with the broker; the broker's side of it.
     fn dial_handshake(&self, broker: &P2pBroker) -> Peer {
         let mut pipe = self.open(broker.peer, HANDSHAKE_PROTOCOL);
-        let (handshake, syn) =
-            Handshake::dial(Arc::clone(&self.node), broker.peer, &[broker.addr.clone()]);
+        let (handshake, syn) = Handshake::dial(
+            Arc::clone(&self.node),
+            broker.peer,
+            std::slice::from_ref(&broker.addr),
+        );
         self.runtime
             .block_on(drive(&mut pipe, handshake, Some(syn)))
             .expect("handshake completed")
@@ -424,7 +427,11 @@ fn a_peer_on_another_network_is_refused() {
     );
     bee.connected(broker.peer);
     let mut pipe = bee.open(broker.peer, HANDSHAKE_PROTOCOL);
-    let (_, syn) = Handshake::dial(Arc::clone(&bee.node), broker.peer, &[broker.addr.clone()]);
+    let (_, syn) = Handshake::dial(
+        Arc::clone(&bee.node),
+        broker.peer,
+        std::slice::from_ref(&broker.addr),
+    );
     bee.send(&pipe, syn);
     let mut buf = BytesMut::new();
     let syn_ack: SynAck = bee.runtime.block_on(read_until(&mut pipe, &mut buf, |buf| {
