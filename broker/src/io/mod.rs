@@ -15,8 +15,9 @@
 //! - `carrier`: what every carrier shares (accept with backoff, socket options, the read
 //!   loop, the writer task, cancellation and the close hook) and the contract a carrier
 //!   fulfils (a decoder, an encoder, a way to read and write bytes); `tcp` (the TCP
-//!   carrier) and `ws` (the WebSocket carrier) are thin carriers on it and never import
-//!   each other; `read_buffer`, `iovec`: bytes on sockets;
+//!   carrier), `ws` (the WebSocket carrier) and `p2p` (the libp2p carrier: bee's handshake,
+//!   then BPS on bee's pubsub streams, all of them owned by core 0) are thin carriers on it
+//!   and never import each other; `read_buffer`, `iovec`: bytes on sockets;
 //! - `port`: one stream's side of the carrier boundary (it knows no carrier), `outbound` its
 //!   queue (R26), `outgoing` one message of it, and `encoding` how a delivery becomes each
 //!   carrier's messages (the `Encoder` a carrier puts on the port);
