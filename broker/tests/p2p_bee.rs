@@ -57,9 +57,9 @@ struct P2pBroker {
     addr: Multiaddr,
 }
 
-/// Starts the broker with `[p2p]` as given: its libp2p key made here first, so its peer id
-/// is known; it listens on a free loopback port.
-fn start_broker(name: &str, mode: &str, dial: Option<&Multiaddr>) -> P2pBroker {
+/// Starts the broker with `[p2p]` as given (`extra`: more lines of it): its libp2p key made
+/// here first, so its peer id is known; it listens on a free loopback port.
+fn start_broker(name: &str, mode: &str, dial: Option<&Multiaddr>, extra: &str) -> P2pBroker {
     let dir = temp_dir(name);
     let key_path = dir.join("libp2p.key");
     let (keypair, _) = bps_p2p::load_or_create(&key_path).expect("broker key");
@@ -69,7 +69,7 @@ fn start_broker(name: &str, mode: &str, dial: Option<&Multiaddr>) -> P2pBroker {
     let config = format!(
         "[p2p]\nenabled = true\nlisten = [\"/ip4/127.0.0.1/tcp/{port}\"]\nmode = \"{mode}\"\n\
          network_id = {NETWORK}\nswarm_key_file = \"{}\"\nlibp2p_key_file = \"{}\"\n\
-         dial = [{dial}]\nwelcome_message = \"bps\"\n",
+         dial = [{dial}]\nwelcome_message = \"bps\"\n{extra}\n",
         dir.join("swarm.key").display(),
         key_path.display(),
     );
@@ -318,7 +318,7 @@ fn publish_and_check(broker: &P2pBroker, bee: &Bee, spec_topic: u8) {
 
 #[test]
 fn full_mode_a_bee_node_dials_handshakes_and_publishes_to_a_tcp_subscriber() {
-    let broker = start_broker("full", "full", None);
+    let broker = start_broker("full", "full", None, "");
     let mut bee = Bee::start(
         "full-bee",
         NETWORK,
@@ -373,7 +373,7 @@ fn light_mode_the_broker_dials_a_listening_bee_node() {
         _ => None,
     });
     let bee_addr = listening.with(Protocol::P2p(bee.host.peer_id()));
-    let broker = start_broker("light", "light", Some(&bee_addr));
+    let broker = start_broker("light", "light", Some(&bee_addr), "");
     // The broker dials and leads the handshake; the bee node responds.
     let mut pipe = bee.wait_for(|event| match event {
         HostEvent::StreamOpened(pipe) if pipe.protocol.as_ref() == HANDSHAKE_PROTOCOL => Some(pipe),
@@ -399,7 +399,7 @@ fn light_mode_the_broker_dials_a_listening_bee_node() {
 
 #[test]
 fn a_pubsub_stream_before_the_handshake_is_reset() {
-    let broker = start_broker("early", "full", None);
+    let broker = start_broker("early", "full", None, "");
     let mut bee = Bee::start(
         "early-bee",
         NETWORK,
@@ -419,7 +419,7 @@ fn a_pubsub_stream_before_the_handshake_is_reset() {
 
 #[test]
 fn a_peer_on_another_network_is_refused() {
-    let broker = start_broker("network", "full", None);
+    let broker = start_broker("network", "full", None, "");
     let mut bee = Bee::start(
         "network-bee",
         NETWORK,
@@ -457,12 +457,11 @@ fn a_peer_on_another_network_is_refused() {
         "bps_p2p_handshakes_total{outcome=\"failed\",reason=\"network_id\"}",
         1,
     );
-    let mut pubsub = bee.open(broker.peer, PUBSUB);
-    bee.send(&pubsub, empty_headers());
-    assert!(
-        bee.ends(&mut pubsub),
-        "no pubsub stream without a handshake"
-    );
+    // The refused peer's connection is closed.
+    bee.wait_for(|event| match event {
+        HostEvent::ConnectionClosed { peer, .. } if peer == broker.peer => Some(()),
+        _ => None,
+    });
     assert!(
         broker
             .broker
@@ -470,5 +469,37 @@ fn a_peer_on_another_network_is_refused() {
             == 0,
         "{}",
         broker.broker.log()
+    );
+}
+
+#[test]
+fn a_connection_without_a_handshake_is_closed_at_the_deadline() {
+    let broker = start_broker("idle", "full", None, "handshake_deadline_ms = 300");
+    let mut bee = Bee::start(
+        "idle-bee",
+        NETWORK,
+        vec![broker.addr.clone().with(Protocol::P2p(broker.peer))],
+    );
+    bee.connected(broker.peer);
+    // A handshake stream that never says anything is reset at the deadline too.
+    let mut pipe = bee.open(broker.peer, HANDSHAKE_PROTOCOL);
+    assert!(bee.ends(&mut pipe), "the silent handshake was reset");
+    broker.broker.wait_metric(
+        "bps_p2p_handshakes_total{outcome=\"failed\",reason=\"deadline\"}",
+        1,
+    );
+    bee.wait_for(|event| match event {
+        HostEvent::ConnectionClosed { peer, .. } if peer == broker.peer => Some(()),
+        _ => None,
+    });
+    // The bee node redials (it is configured to); doing nothing, it is closed again.
+    bee.connected(broker.peer);
+    bee.wait_for(|event| match event {
+        HostEvent::ConnectionClosed { peer, .. } if peer == broker.peer => Some(()),
+        _ => None,
+    });
+    broker.broker.wait_metric(
+        "bps_p2p_handshakes_total{outcome=\"failed\",reason=\"unhandshaken\"}",
+        1,
     );
 }

@@ -1160,7 +1160,7 @@ pub static KEYS: &[Key] = &[
         bounds: Bounds::at_least(1, ""),
         gate: Some("p2p.enabled"),
         reload: Reload::Restart,
-        why: "Connections from one IP still in the libp2p upgrade or in bee's handshake: one address must not hold every slot; one more is refused.",
+        why: "Connections from one IP in the libp2p upgrade, and bee handshakes running from one IP: one address must not hold every slot; one more is refused (a handshake's connection is closed).",
     },
     Key {
         section: "p2p",
@@ -1170,6 +1170,6 @@ pub static KEYS: &[Key] = &[
         bounds: Bounds::range(1, 600_000, ""),
         gate: Some("p2p.enabled"),
         reload: Reload::Restart,
-        why: "How long bee's handshake, and the headers exchange of every other stream, may take (bee's own is 15 s); a peer that does not finish is reset.",
+        why: "How long bee's handshake, and the headers exchange of every other stream, may take (bee's own is 15 s); a stream that does not finish is reset, a connection with no handshake by then is closed.",
     },
 ];

@@ -13,7 +13,7 @@ pub const P2P_DIRECTIONS: [&str; 2] = ["inbound", "outbound"];
 
 /// Why a handshake or a stream failed, in export order (`other` is counted after them):
 /// the carrier's faults and bps-bee's handshake reasons.
-pub const P2P_REASONS: [&str; 19] = [
+pub const P2P_REASONS: [&str; 20] = [
     "deadline",
     "ended",
     "malformed",
@@ -33,6 +33,7 @@ pub const P2P_REASONS: [&str; 19] = [
     "pending_per_ip",
     "no_handshake",
     "admission",
+    "unhandshaken",
 ];
 
 /// The p2p counters of one core.

@@ -3,7 +3,10 @@
 //! answered on every handshake stream a peer opens (we respond), every stream handed to its
 //! task by protocol: a pubsub stream of a handshaken peer becomes a BPS stream of this core
 //! (`stream`), one of a peer whose handshake has not completed is reset; pricing and hive
-//! are served (`side`); the outcomes counted in the core's `P2pMetrics`.
+//! are served (`side`); the outcomes counted in the core's `P2pMetrics`. A connection whose
+//! handshake failed, or that has none completed or running at the handshake deadline, is
+//! closed (bee closes a connection whose handshake fails too), so a peer cannot hold a
+//! connection slot without proving its overlay.
 //! Never does: block the core (every stream runs in a task of its own) or drop an event
 //! (the host waits for room, `bps_p2p::EVENTS_QUEUED`).
 
@@ -16,7 +19,7 @@ use bps_bee::{HANDSHAKE_PROTOCOL, LocalNode};
 use bps_p2p::{Direction, HostEvent, HostHandle, Multiaddr, PeerId, StreamPipe, StreamProtocol};
 
 use super::exchange::Fault;
-use super::peers::Peers;
+use super::peers::{NoHandshake, Peers};
 use super::side::{self, Side};
 use super::{PUBSUB_PROTOCOL, handshake, stream};
 use crate::io::link::CoreLink;
@@ -45,9 +48,11 @@ impl Dispatcher {
                 ..
             } => {
                 self.link.metrics().p2p.connection(direction);
-                self.peers
+                let serial = self
+                    .peers
                     .borrow_mut()
                     .connected(peer, remote.clone(), direction);
+                monoio::spawn(Rc::clone(self).close_if_idle(peer, serial));
                 if direction == Direction::Outbound {
                     monoio::spawn(Rc::clone(self).dial_handshake(peer, remote));
                 }
@@ -121,7 +126,8 @@ impl Dispatcher {
                 Err(Fault::Refused(refused))
             }
         };
-        self.handshake_ended(peer, outcome.map(|peer| peer.address.overlay));
+        self.handshake_ended(peer, outcome.map(|peer| peer.address.overlay))
+            .await;
     }
 
     /// We dialed `peer`: we open the handshake stream and lead it.
@@ -143,10 +149,30 @@ impl Dispatcher {
             }
             Err(refused) => Err(Fault::Refused(refused)),
         };
-        self.handshake_ended(peer, outcome.map(|peer| peer.address.overlay));
+        self.handshake_ended(peer, outcome.map(|peer| peer.address.overlay))
+            .await;
     }
 
-    fn handshake_ended(&self, peer: PeerId, outcome: Result<bps_proto::Hash, Fault>) {
+    /// Closes connection `serial` of `peer` if, at the handshake deadline, no handshake of
+    /// it completed or runs (a running one has its own deadline).
+    async fn close_if_idle(self: Rc<Self>, peer: PeerId, serial: u64) {
+        monoio::time::sleep(self.deadline).await;
+        if self.peers.borrow().idle_since(&peer, serial) {
+            self.link
+                .metrics()
+                .p2p
+                .handshake(Some(Fault::Unhandshaken.reason()));
+            tracing::debug!(%peer, "p2p connection without a handshake: closed");
+            self.disconnect(peer).await;
+        }
+    }
+
+    async fn disconnect(&self, peer: PeerId) {
+        // A host that stopped has closed every connection already.
+        let _ = self.handle.disconnect(peer).await;
+    }
+
+    async fn handshake_ended(&self, peer: PeerId, outcome: Result<bps_proto::Hash, Fault>) {
         self.link
             .metrics()
             .p2p
@@ -156,11 +182,12 @@ impl Dispatcher {
                 tracing::info!(%peer, overlay = %hex::encode(overlay), "p2p handshake completed");
                 self.peers.borrow_mut().end_handshake(&peer, Some(overlay));
             }
+            // Another handshake of the peer runs, or the peer is gone: nothing of ours ended.
+            Err(Fault::Refused(NoHandshake::Running | NoHandshake::Unknown)) => {}
             Err(fault) => {
-                tracing::debug!(%peer, %fault, "p2p handshake failed");
-                if !matches!(fault, Fault::Refused(_)) {
-                    self.peers.borrow_mut().end_handshake(&peer, None);
-                }
+                tracing::debug!(%peer, %fault, "p2p handshake failed: connection closed");
+                self.peers.borrow_mut().end_handshake(&peer, None);
+                self.disconnect(peer).await;
             }
         }
     }

@@ -32,6 +32,8 @@ pub enum Fault {
     NoHandshake,
     /// The broker refused the stream at admission (a bound, the blocklist, a drain).
     Admission,
+    /// A connection with no handshake completed or running at the handshake deadline.
+    Unhandshaken,
 }
 
 impl Fault {
@@ -45,6 +47,7 @@ impl Fault {
             Fault::Refused(refused) => refused.reason(),
             Fault::NoHandshake => "no_handshake",
             Fault::Admission => "admission",
+            Fault::Unhandshaken => "unhandshaken",
         }
     }
 }
@@ -59,6 +62,7 @@ impl fmt::Display for Fault {
             Fault::Refused(refused) => write!(f, "handshake refused: {}", refused.reason()),
             Fault::NoHandshake => write!(f, "a BPS stream before the handshake completed"),
             Fault::Admission => write!(f, "refused at admission"),
+            Fault::Unhandshaken => write!(f, "no handshake within the deadline of its connection"),
         }
     }
 }
