@@ -142,6 +142,11 @@ impl P2pHost {
         &self.stats
     }
 
+    /// The counters, for a reader that outlives this borrow (a metrics scraper).
+    pub fn shared_stats(&self) -> Arc<HostStats> {
+        Arc::clone(&self.stats)
+    }
+
     /// Stops the host (every connection dropped) and waits for its thread.
     pub fn shutdown(mut self) {
         self.stop_and_join();

@@ -256,7 +256,7 @@ pub struct Broker {
     ws_addr: Option<SocketAddr>,
     driver: &'static str,
     /// The libp2p host when `p2p.enabled`; dropped (stopped) with the broker.
-    _p2p: Option<bps_p2p::P2pHost>,
+    p2p: Option<bps_p2p::P2pHost>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -326,7 +326,7 @@ impl Broker {
             listen_addr,
             ws_addr,
             driver,
-            _p2p: p2p_host,
+            p2p: p2p_host,
         })
     }
 
@@ -355,6 +355,7 @@ impl Broker {
         Arc::new(Backend {
             shared: Arc::clone(&self.shared),
             driver: self.driver,
+            p2p_stats: self.p2p.as_ref().map(bps_p2p::P2pHost::shared_stats),
         })
     }
 
@@ -476,6 +477,17 @@ fn shared_state(
             .map(|_| thread_cpu::ThreadCpuClock::default())
             .collect(),
         home_hash: std::hash::RandomState::new(),
+    }
+}
+
+/// The libp2p host's totals for a scrape.
+fn p2p_host_figures(stats: &bps_p2p::HostStats) -> crate::metrics::P2pHostFigures {
+    let read = bps_p2p::HostStats::get;
+    crate::metrics::P2pHostFigures {
+        streams_inbound: read(&stats.streams_inbound),
+        streams_outbound: read(&stats.streams_outbound),
+        streams_refused: read(&stats.streams_refused),
+        ping_timeouts: read(&stats.ping_timeouts),
     }
 }
 
@@ -663,6 +675,8 @@ fn inject_panic(core: CoreId) {
 struct Backend {
     shared: Arc<Shared>,
     driver: &'static str,
+    /// The libp2p host's counters when it runs.
+    p2p_stats: Option<Arc<bps_p2p::HostStats>>,
 }
 
 impl Backend {
@@ -762,6 +776,7 @@ impl AdminBackend for Backend {
                     .collect(),
                 ready: self.ready(),
                 verify_pool: self.shared.pool_stats.as_deref().map(pool_figures),
+                p2p_host: self.p2p_stats.as_deref().map(p2p_host_figures),
             },
         }
     }
