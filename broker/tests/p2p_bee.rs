@@ -363,6 +363,10 @@ fn full_mode_a_bee_node_dials_handshakes_and_publishes_to_a_tcp_subscriber() {
         metrics["bps_p2p_streams_refused_total{reason=\"other\"}"],
         0.0
     );
+    // The host handed over the four streams the bee node opened and opened none itself.
+    assert_eq!(metrics["bps_p2p_host_streams_inbound_total"], 4.0);
+    assert_eq!(metrics["bps_p2p_host_streams_outbound_total"], 0.0);
+    assert_eq!(metrics["bps_p2p_host_streams_refused_total"], 0.0);
 }
 
 #[test]
@@ -415,6 +419,60 @@ fn a_pubsub_stream_before_the_handshake_is_reset() {
     // The handshake still works afterwards, and then a pubsub stream does too.
     bee.dial_handshake(&broker);
     publish_and_check(&broker, &bee, 3);
+}
+
+#[test]
+fn a_pubsub_stream_opened_while_the_handshake_runs_waits_for_its_end() {
+    let broker = start_broker("racing", "full", None, "");
+    let mut bee = Bee::start(
+        "racing-bee",
+        NETWORK,
+        vec![broker.addr.clone().with(Protocol::P2p(broker.peer))],
+    );
+    bee.connected(broker.peer);
+    let mut handshake_pipe = bee.open(broker.peer, HANDSHAKE_PROTOCOL);
+    let (mut handshake, syn) = Handshake::dial(
+        Arc::clone(&bee.node),
+        broker.peer,
+        std::slice::from_ref(&broker.addr),
+    );
+    bee.send(&handshake_pipe, syn);
+    let ack = bee.runtime.block_on(async {
+        let mut buf = BytesMut::new();
+        loop {
+            match handshake
+                .feed(&mut buf, unix_now())
+                .expect("the broker's SynAck")
+            {
+                Step::NeedMore => {
+                    let chunk = handshake_pipe.inbound.recv().await.expect("open");
+                    buf.extend_from_slice(&chunk);
+                }
+                Step::Done(done) => return done.send.expect("the dialer's Ack"),
+                other @ Step::Send(_) => panic!("the dialer sends nothing here: {other:?}"),
+            }
+        }
+    });
+    // The pubsub stream comes before our last handshake message.
+    let mut pipe = bee.open(broker.peer, PUBSUB);
+    bee.send(&pipe, empty_headers());
+    std::thread::sleep(support::QUIET);
+    bee.send(&handshake_pipe, ack);
+    let mut buf = BytesMut::new();
+    bee.runtime.block_on(read_until(&mut pipe, &mut buf, |buf| {
+        read_headers(buf).expect("headers")
+    }));
+    let admin = key(1);
+    let spec = explicit(5, &admin.address(), false);
+    let mut viewer = broker.broker.join(&spec, &key(11).address());
+    let sent = publish_over_p2p(&bee, &mut pipe, &mut buf, &spec, &admin, &[b"raced"]);
+    assert_eq!(recv(&mut viewer), body_of(&sent[0]));
+    assert_eq!(
+        broker
+            .broker
+            .metric("bps_p2p_streams_refused_total{reason=\"no_handshake\"}"),
+        0
+    );
 }
 
 #[test]
@@ -500,6 +558,48 @@ fn a_connection_without_a_handshake_is_closed_at_the_deadline() {
     });
     broker.broker.wait_metric(
         "bps_p2p_handshakes_total{outcome=\"failed\",reason=\"unhandshaken\"}",
+        1,
+    );
+}
+
+#[test]
+fn a_bee_subscriber_that_reads_nothing_is_reset_as_a_slow_consumer() {
+    let broker = start_broker(
+        "slow",
+        "full",
+        None,
+        "[limits]\noutbound_queue_frames_max = 8",
+    );
+    let mut bee = Bee::start(
+        "slow-bee",
+        NETWORK,
+        vec![broker.addr.clone().with(Protocol::P2p(broker.peer))],
+    );
+    bee.connected(broker.peer);
+    bee.dial_handshake(&broker);
+    let admin = key(1);
+    let spec = explicit(4, &admin.address(), false);
+    let (mut pipe, mut buf) = bee.pubsub(broker.peer);
+    bee.send(&pipe, encode_frame(&spec.to_join(&key(12).address())));
+    let ack = decode_ack(bee.frame(&mut pipe, &mut buf)).expect("an Ack");
+    assert_eq!(ack.status, Status::Ok as i32);
+    // The bee node reads nothing more: its host's chunks, yamux's window, the broker's
+    // outbound channel and then the port's queue fill, and R26 resets the stream.
+    let mut session = broker.broker.join(&spec, &admin.address());
+    let mut sender = support::publisher(&spec, &admin, &session);
+    let payload = [5u8; 4000];
+    let mut published = 0;
+    while broker.broker.metric("bps_queue_resets_total") == 0 {
+        assert!(published < 5000, "never reset\n{}", broker.broker.log());
+        support::publish(&mut sender, &mut session, &[&payload[..]; 50]);
+        published += 50;
+    }
+    assert!(
+        bee.ends(&mut pipe),
+        "the slow bee subscriber's stream was reset"
+    );
+    broker.broker.wait_metric(
+        "bps_transport_connections_closed_total{transport=\"p2p\"}",
         1,
     );
 }

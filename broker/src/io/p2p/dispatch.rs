@@ -2,7 +2,8 @@
 //! `Peers`, bee's handshake started on every connection we dialed (we are the dialer) and
 //! answered on every handshake stream a peer opens (we respond), every stream handed to its
 //! task by protocol: a pubsub stream of a handshaken peer becomes a BPS stream of this core
-//! (`stream`), one of a peer whose handshake has not completed is reset; pricing and hive
+//! (`stream`; one that arrives while the peer's handshake runs waits for its end), one of a
+//! peer with no handshake completed or running is reset; pricing and hive
 //! are served (`side`); the outcomes counted in the core's `P2pMetrics`. A connection whose
 //! handshake failed, or that has none completed or running at the handshake deadline, is
 //! closed (bee closes a connection whose handshake fails too), so a peer cannot hold a
@@ -11,12 +12,14 @@
 //! (the host waits for room, `bps_p2p::EVENTS_QUEUED`).
 
 use std::cell::RefCell;
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bps_bee::{HANDSHAKE_PROTOCOL, LocalNode};
 use bps_p2p::{Direction, HostEvent, HostHandle, Multiaddr, PeerId, StreamPipe, StreamProtocol};
+use bps_proto::Hash;
 
 use super::exchange::Fault;
 use super::peers::{NoHandshake, Peers};
@@ -32,6 +35,8 @@ pub struct Dispatcher {
     pub peers: RefCell<Peers>,
     pub network_id: u64,
     pub deadline: Duration,
+    /// Woken whenever a handshake ends or a connection closes (pubsub streams wait on it).
+    pub handshakes_ended: tokio::sync::Notify,
 }
 
 impl Dispatcher {
@@ -59,6 +64,7 @@ impl Dispatcher {
             }
             HostEvent::ConnectionClosed { peer, cause, .. } => {
                 self.peers.borrow_mut().closed(&peer);
+                self.handshakes_ended.notify_waiters();
                 tracing::debug!(%peer, cause = cause.as_deref().unwrap_or("closed"), "p2p connection closed");
             }
             HostEvent::DialFailed { peer, error } => {
@@ -80,26 +86,7 @@ impl Dispatcher {
         if protocol == HANDSHAKE_PROTOCOL {
             monoio::spawn(Rc::clone(self).respond_handshake(pipe));
         } else if protocol == PUBSUB_PROTOCOL {
-            let ready = self.peers.borrow().ready(&pipe.peer);
-            match ready {
-                Some((ip, _overlay)) => {
-                    let (link, deadline) = (Rc::clone(&self.link), self.deadline);
-                    monoio::spawn(async move {
-                        if let Err(fault) = stream::run(Rc::clone(&link), pipe, ip, deadline).await
-                        {
-                            link.metrics().p2p.stream_refused(fault.reason());
-                        }
-                    });
-                }
-                None => {
-                    self.link
-                        .metrics()
-                        .p2p
-                        .stream_refused(Fault::NoHandshake.reason());
-                    tracing::debug!(peer = %pipe.peer, "p2p pubsub stream before the handshake: reset");
-                    pipe.reset.reset();
-                }
-            }
+            monoio::spawn(Rc::clone(self).pubsub(pipe));
         } else if let Some(side) = Side::of(&protocol) {
             let (link, network_id, deadline) =
                 (Rc::clone(&self.link), self.network_id, self.deadline);
@@ -110,6 +97,47 @@ impl Dispatcher {
             });
         } else {
             pipe.reset.reset();
+        }
+    }
+
+    /// A pubsub stream: run once its peer's handshake completed (waiting for one that runs,
+    /// within the deadline: bee opens its streams as soon as it sent its last handshake
+    /// message, which we may not have read yet); reset when none completed or runs.
+    async fn pubsub(self: Rc<Self>, pipe: StreamPipe) {
+        let ready = monoio::time::timeout(self.deadline, self.handshaken(pipe.peer))
+            .await
+            .ok()
+            .flatten();
+        let Some((ip, _overlay)) = ready else {
+            self.link
+                .metrics()
+                .p2p
+                .stream_refused(Fault::NoHandshake.reason());
+            tracing::debug!(peer = %pipe.peer, "p2p pubsub stream without a handshake: reset");
+            pipe.reset.reset();
+            return;
+        };
+        if let Err(fault) = stream::run(Rc::clone(&self.link), pipe, ip, self.deadline).await {
+            self.link.metrics().p2p.stream_refused(fault.reason());
+        }
+    }
+
+    /// `peer`'s IP and overlay once its handshake completed, waiting while one runs; `None`
+    /// when none completed and none runs.
+    async fn handshaken(&self, peer: PeerId) -> Option<(IpAddr, Hash)> {
+        loop {
+            // Made before the check, so an end between the check and the wait is not lost.
+            let ended = self.handshakes_ended.notified();
+            {
+                let peers = self.peers.borrow();
+                if let Some(ready) = peers.ready(&peer) {
+                    return Some(ready);
+                }
+                if !peers.handshaking(&peer) {
+                    return None;
+                }
+            }
+            ended.await;
         }
     }
 
@@ -172,7 +200,7 @@ impl Dispatcher {
         let _ = self.handle.disconnect(peer).await;
     }
 
-    async fn handshake_ended(&self, peer: PeerId, outcome: Result<bps_proto::Hash, Fault>) {
+    async fn handshake_ended(&self, peer: PeerId, outcome: Result<Hash, Fault>) {
         self.link
             .metrics()
             .p2p
@@ -181,12 +209,14 @@ impl Dispatcher {
             Ok(overlay) => {
                 tracing::info!(%peer, overlay = %hex::encode(overlay), "p2p handshake completed");
                 self.peers.borrow_mut().end_handshake(&peer, Some(overlay));
+                self.handshakes_ended.notify_waiters();
             }
             // Another handshake of the peer runs, or the peer is gone: nothing of ours ended.
             Err(Fault::Refused(NoHandshake::Running | NoHandshake::Unknown)) => {}
             Err(fault) => {
                 tracing::debug!(%peer, %fault, "p2p handshake failed: connection closed");
                 self.peers.borrow_mut().end_handshake(&peer, None);
+                self.handshakes_ended.notify_waiters();
                 self.disconnect(peer).await;
             }
         }

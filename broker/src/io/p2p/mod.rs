@@ -137,6 +137,7 @@ pub async fn serve(link: Rc<CoreLink>, service: P2pService) {
         peers: RefCell::new(Peers::new(pending_max)),
         network_id,
         deadline,
+        handshakes_ended: tokio::sync::Notify::new(),
     });
     while let Some(event) = events.recv().await {
         dispatcher.on_event(event);

@@ -159,6 +159,13 @@ impl Peers {
         self.peers.insert(*peer, PeerState { stage, ..state });
     }
 
+    /// Whether a handshake of `peer` runs.
+    pub fn handshaking(&self, peer: &PeerId) -> bool {
+        self.peers
+            .get(peer)
+            .is_some_and(|state| state.stage == Stage::Handshaking)
+    }
+
     /// The IP and overlay of `peer` once its handshake completed; `None` before.
     pub fn ready(&self, peer: &PeerId) -> Option<(IpAddr, Hash)> {
         let state = self.peers.get(peer)?;
@@ -194,7 +201,9 @@ mod tests {
         assert!(peers.idle_since(&peer, serial));
         assert!(!peers.idle_since(&peer, serial + 1), "another connection");
         assert!(peers.ready(&peer).is_none());
+        assert!(!peers.handshaking(&peer));
         assert!(peers.begin_handshake(&peer).is_ok());
+        assert!(peers.handshaking(&peer));
         assert_eq!(peers.running(ip), 1);
         assert_eq!(peers.begin_handshake(&peer), Err(NoHandshake::Running));
         peers.end_handshake(&peer, None);
