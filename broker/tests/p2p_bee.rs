@@ -55,6 +55,8 @@ struct P2pBroker {
     broker: Broker,
     peer: PeerId,
     addr: Multiaddr,
+    /// Where its key files and config are.
+    dir: PathBuf,
 }
 
 /// Starts the broker with `[p2p]` as given (`extra`: more lines of it): its libp2p key made
@@ -80,7 +82,12 @@ fn start_broker(name: &str, mode: &str, dial: Option<&Multiaddr>, extra: &str) -
     let addr = format!("/ip4/127.0.0.1/tcp/{port}")
         .parse()
         .expect("multiaddr");
-    P2pBroker { broker, peer, addr }
+    P2pBroker {
+        broker,
+        peer,
+        addr,
+        dir,
+    }
 }
 
 /// A bee node: a libp2p host of its own and its handshake settings.
@@ -347,6 +354,17 @@ fn full_mode_a_bee_node_dials_handshakes_and_publishes_to_a_tcp_subscriber() {
     bee.control_stream(broker.peer, HIVE_PROTOCOL, write_message(&peers));
     let log = broker.broker.log();
     assert!(log.contains("p2p host started"), "{log}");
+    assert!(
+        log.contains(&broker.peer.to_string()),
+        "the peer id is logged: {log}"
+    );
+    // The Swarm key the broker created, readable by its owner alone.
+    let swarm_key = std::fs::metadata(broker.dir.join("swarm.key")).expect("created");
+    assert_eq!(swarm_key.len(), 32);
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&swarm_key.permissions()) & 0o777,
+        0o600
+    );
     broker
         .broker
         .wait_metric("bps_p2p_handshakes_total{outcome=\"ok\",reason=\"\"}", 1);
