@@ -1093,6 +1093,7 @@ mod tests {
                     core_busy: vec![Some(Duration::from_millis(500))],
                     ready: true,
                     verify_pool: None,
+                    p2p_host: None,
                 },
             }
         }

@@ -9,17 +9,20 @@ pub enum Transport {
     Tcp,
     /// A WebSocket session (docs/PROTOCOL.md §9).
     WebSocket,
+    /// A libp2p stream of bee's `/swarm/pubsub/1.0.0/pubsub` protocol (issue 20).
+    P2p,
 }
 
 impl Transport {
     /// Every transport, in export order.
-    pub const ALL: [Transport; 2] = [Transport::Tcp, Transport::WebSocket];
+    pub const ALL: [Transport; 3] = [Transport::Tcp, Transport::WebSocket, Transport::P2p];
 
     /// The exported name.
     pub fn name(self) -> &'static str {
         match self {
             Transport::Tcp => "tcp",
             Transport::WebSocket => "websocket",
+            Transport::P2p => "p2p",
         }
     }
 }

@@ -129,6 +129,7 @@ impl AdminBackend for Fake {
                     batches: 3,
                     ..Default::default()
                 }),
+                p2p_host: None,
             },
         }
     }

@@ -390,3 +390,28 @@ fn list_keys_take_a_toml_array_or_a_comma_separated_list_and_bad_entries_are_nam
         "{errors:?}"
     );
 }
+
+#[test]
+fn bad_p2p_values_name_their_key() {
+    let file = TempFile::new("p2p", "[p2p]\nenabled = true\nmode = \"heavy\"\n");
+    let errors = BrokerConfig::load(&sources(Some(&file), &[]), NO_ENV).expect_err("bad mode");
+    let text = messages(&errors);
+    assert_eq!(errors.len(), 1, "{text:?}");
+    assert_eq!(errors[0].key, "p2p.mode");
+    assert!(text[0].contains("`light` or `full`"), "{text:?}");
+    let file = TempFile::new(
+        "p2p-rules",
+        "[p2p]\nenabled = true\ndial = [\"/ip4/10.0.0.5/tcp/1634\"]\n\
+         listen = [\"0.0.0.0:1634\"]\nhandshake_deadline_ms = 0\n",
+    );
+    let config = BrokerConfig::load(&sources(Some(&file), &[]), NO_ENV).expect("parses");
+    let errors = config.validate();
+    let keys: Vec<&str> = errors.iter().map(|error| error.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["p2p.handshake_deadline_ms", "p2p.listen", "p2p.dial"],
+        "{:?}",
+        messages(&errors)
+    );
+    assert!(errors[2].to_string().contains("/p2p/<peer id>"));
+}

@@ -20,7 +20,13 @@ const EXAMPLE_CONFIG: &str = "broker/bps-broker.example.toml";
 const BUDGET: &str = "broker/src/budget.rs";
 
 /// Where the constants the page names may be defined.
-const SOURCE_DIRS: &[&str] = &["broker/src", "proto/ws/src", "broker/core/src"];
+const SOURCE_DIRS: &[&str] = &[
+    "broker/src",
+    "proto/ws/src",
+    "broker/core/src",
+    "broker/p2p/src",
+    "proto/bee/src",
+];
 
 /// Sections all of whose keys are bounds.
 const BOUND_SECTIONS: &[&str] = &["limits", "timeouts", "verify"];

@@ -58,6 +58,9 @@ const PEER_DATA_MODULES: &[&str] = &[
     "broker/src/io/ws/",
     // The libp2p host: the key file, the bytes and events of libp2p peers it hands on.
     "broker/p2p/src/",
+    // The libp2p carrier: bee's handshake, headers, pricing and hive messages and BPS frames
+    // as bee nodes sent them.
+    "broker/src/io/p2p/",
     "broker/src/admin.rs",
     // `bps-broker top`: what a broker's admin port answers.
     "broker/src/top/client.rs",

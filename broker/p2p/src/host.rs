@@ -50,6 +50,9 @@ enum Command {
     Dial {
         addr: Multiaddr,
     },
+    Disconnect {
+        peer: PeerId,
+    },
 }
 
 /// The running host, owned by the caller; dropping it stops the host and joins its thread.
@@ -73,6 +76,7 @@ impl fmt::Debug for Command {
         match self {
             Self::OpenStream { peer, protocol, .. } => write!(f, "OpenStream({peer}, {protocol})"),
             Self::Dial { addr } => write!(f, "Dial({addr})"),
+            Self::Disconnect { peer } => write!(f, "Disconnect({peer})"),
         }
     }
 }
@@ -138,6 +142,11 @@ impl P2pHost {
         &self.stats
     }
 
+    /// The counters, for a reader that outlives this borrow (a metrics scraper).
+    pub fn shared_stats(&self) -> Arc<HostStats> {
+        Arc::clone(&self.stats)
+    }
+
     /// Stops the host (every connection dropped) and waits for its thread.
     pub fn shutdown(mut self) {
         self.stop_and_join();
@@ -182,6 +191,13 @@ impl HostHandle {
     /// the security handshake checks the peer is that one.
     pub async fn dial(&self, addr: Multiaddr) -> Result<(), HostGone> {
         self.send(Command::Dial { addr }).await
+    }
+
+    /// Closes every connection to `peer` (a peer that failed, or never finished, the
+    /// protocol the caller runs first); `ConnectionClosed` follows for each. A configured
+    /// peer is redialed after its backoff as after any lost connection.
+    pub async fn disconnect(&self, peer: PeerId) -> Result<(), HostGone> {
+        self.send(Command::Disconnect { peer }).await
     }
 
     async fn send(&self, command: Command) -> Result<(), HostGone> {
@@ -411,6 +427,10 @@ impl Host {
                 protocol,
                 reply,
             } => self.open_stream(peer, protocol, reply),
+            Command::Disconnect { peer } => {
+                // Not connected (any more): nothing to close.
+                let _ = self.swarm.disconnect_peer_id(peer);
+            }
             Command::Dial { addr } => {
                 if let Err(error) = self.swarm.dial(addr) {
                     let _ = self.events.try_send(HostEvent::DialFailed {

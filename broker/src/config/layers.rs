@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use toml::{Table, Value};
 
 use super::keys;
+use super::p2p::P2pSection;
 use super::schema::{
     BrokerConfig, LimitsConfig, LogConfig, ServerConfig, TimeoutsConfig, VerifyConfig, WsConfig,
 };
@@ -302,6 +303,7 @@ fn check_value(section: &str, key: &str, value: &Value) -> Result<(), String> {
         "verify" => check_section::<VerifyConfig>(single, key, value),
         "log" => check_section::<LogConfig>(single, key, value),
         "ws" => check_section::<WsConfig>(single, key, value),
+        "p2p" => check_section::<P2pSection>(single, key, value),
         _ => Ok(()),
     }
 }

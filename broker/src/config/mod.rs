@@ -16,6 +16,7 @@ use toml::Value;
 
 pub mod keys;
 mod layers;
+mod p2p;
 mod reload;
 pub mod render;
 mod rules;
@@ -26,6 +27,7 @@ pub use keys::{
     CORES_MAX, SERVICE_POSTS_PER_PEER_PER_S_MAX, WRITE_BATCH_FRAMES_MAX, WRITE_COALESCE_US_MAX,
 };
 pub use layers::{ConfigSources, ENV_PREFIX};
+pub use p2p::{P2pMode, P2pSection};
 pub use reload::{apply_reloadable, is_reloadable, reloadable_diff};
 pub use schema::{
     BrokerConfig, IoUringMode, LimitsConfig, LogConfig, LogFormat, ServerConfig, TimeoutsConfig,

@@ -30,6 +30,7 @@ impl BrokerConfig {
         errors.extend(self.history_memory_error());
         errors.extend(self.queue_bytes_error());
         errors.extend(self.log_level_error());
+        errors.extend(self.p2p.errors());
         errors
     }
 

@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use super::keys::{self, CORES_MAX};
+use super::p2p::P2pSection;
 use crate::protocol::ProtocolConfig;
 
 /// The whole configuration of one broker process. Its TOML form (`Serialize` and
@@ -37,6 +38,8 @@ pub struct BrokerConfig {
     pub log: LogConfig,
     /// The WebSocket listener: the native endpoint and the SWIP-60 bridge (docs/PROTOCOL.md §9).
     pub ws: WsConfig,
+    /// The libp2p carrier: bee nodes speaking BPS (issue 20).
+    pub p2p: P2pSection,
 }
 
 impl Default for BrokerConfig {

@@ -15,6 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use toml::{Table, Value};
 
 use super::keys::{self, KEYS};
+use super::p2p::P2pSection;
 use super::schema::{BrokerConfig, LimitsConfig, LogConfig, ServerConfig, TimeoutsConfig};
 use super::schema::{VerifyConfig, WsConfig};
 use crate::protocol::ProtocolConfig;
@@ -68,6 +69,7 @@ impl BrokerConfig {
         table.insert("verify".to_owned(), Value::try_from(&self.verify)?);
         table.insert("log".to_owned(), Value::try_from(&self.log)?);
         table.insert("ws".to_owned(), Value::try_from(&self.ws)?);
+        table.insert("p2p".to_owned(), Value::try_from(&self.p2p)?);
         for (name, value) in Table::try_from(&self.protocol)? {
             let key = keys::core_key(&name).ok_or_else(|| {
                 toml::ser::Error::custom(format!("ProtocolConfig's {name} has no key row"))
@@ -100,6 +102,7 @@ impl BrokerConfig {
             verify: VerifyConfig::deserialize(section("verify"))?,
             log: LogConfig::deserialize(section("log"))?,
             ws: WsConfig::deserialize(section("ws"))?,
+            p2p: P2pSection::deserialize(section("p2p"))?,
         };
         // What is left is `[protocol]`, empty once the core's keys are out, or unknown.
         for (name, rest) in table {

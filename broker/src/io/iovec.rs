@@ -5,8 +5,13 @@
 //! inline prefixes (WebSocket headers) the iovecs point into, in a slice that never moves
 //! while the batch holds a message (it is replaced only when the batch is empty, to grow).
 //! Handles partial writes by advancing past what the kernel took.
+//! Also hands a carrier without a socket (libp2p) the unwritten rest of the next iovec as a
+//! `Bytes` sharing the body's allocation (`next_shared`), so such a carrier sends frames
+//! without copying them either.
 //! Never copies a body: the same `Bytes` a thousand subscribers share goes to the kernel as
 //! a pointer.
+
+use bytes::Bytes;
 
 use super::outgoing::{Body, Outgoing, Prefix};
 
@@ -22,10 +27,19 @@ pub struct IoBatch {
     prefixes: Box<[Prefix]>,
     prefixes_used: usize,
     iovecs: Vec<libc::iovec>,
+    /// What each iovec points into, in the same order.
+    sources: Vec<Source>,
     /// Messages that count as frames (notices, metrics); control frames do not.
     frames: usize,
     /// First iovec not yet fully written.
     start: usize,
+}
+
+/// What one iovec points into: an inline prefix, or a part of a body.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    Prefix(usize),
+    Part { body: usize, part: usize },
 }
 
 // SAFETY: the iovecs point into `bodies` and `prefixes`, which the batch owns and never
@@ -41,6 +55,7 @@ impl IoBatch {
             prefixes: vec![Prefix::NONE; messages].into_boxed_slice(),
             prefixes_used: 0,
             iovecs: Vec::with_capacity(2 * messages),
+            sources: Vec::with_capacity(2 * messages),
             frames: 0,
             start: 0,
         }
@@ -98,12 +113,18 @@ impl IoBatch {
                 iov_base: slot.as_bytes().as_ptr() as *mut libc::c_void,
                 iov_len: slot.as_bytes().len(),
             });
+            self.sources.push(Source::Prefix(self.prefixes_used - 1));
         }
-        for part in message.body.parts().iter().filter(|part| !part.is_empty()) {
+        let body = self.bodies.len();
+        for (index, part) in message.body.parts().iter().enumerate() {
+            if part.is_empty() {
+                continue;
+            }
             self.iovecs.push(libc::iovec {
                 iov_base: part.as_ptr() as *mut libc::c_void,
                 iov_len: part.len(),
             });
+            self.sources.push(Source::Part { body, part: index });
         }
         self.bodies.push(message.body);
     }
@@ -171,10 +192,30 @@ impl IoBatch {
         );
     }
 
+    /// The unwritten rest of the next iovec, for a carrier that hands over `Bytes` rather
+    /// than writing to a socket: a slice of the shared body (no copy), or a copy of the few
+    /// bytes of an inline prefix. `None` once every byte was written.
+    pub fn next_shared(&self) -> Option<Bytes> {
+        let iov = self.iovecs.get(self.start)?;
+        match self.sources[self.start] {
+            Source::Part { body, part } => {
+                let whole = &self.bodies[body].parts()[part];
+                Some(whole.slice(whole.len() - iov.iov_len..))
+            }
+            Source::Prefix(index) => {
+                let prefix = self.prefixes[index].as_bytes();
+                Some(Bytes::copy_from_slice(
+                    &prefix[prefix.len() - iov.iov_len..],
+                ))
+            }
+        }
+    }
+
     /// Empties the batch for reuse, keeping its allocations.
     pub fn clear(&mut self) {
         self.bodies.clear();
         self.iovecs.clear();
+        self.sources.clear();
         self.prefixes_used = 0;
         self.frames = 0;
         self.start = 0;
@@ -234,6 +275,23 @@ mod tests {
         assert!(batch.is_done());
         assert!(batch.is_empty());
         assert_eq!(batch.remaining_bytes(), 0);
+    }
+
+    #[test]
+    fn next_shared_slices_the_shared_body_from_where_the_writes_stopped() {
+        let body = Bytes::from_static(b"abcdef");
+        let mut batch = IoBatch::with_capacity(2);
+        batch.push(Outgoing::new(Prefix::of(&[0x82, 6]), body.clone()));
+        batch.push(bare(b"gh"));
+        assert_eq!(batch.next_shared().as_deref(), Some(&b"\x82\x06"[..]));
+        batch.advance(3);
+        let rest = batch.next_shared().expect("the body's rest");
+        assert_eq!(&rest[..], b"bcdef");
+        assert_eq!(rest.as_ptr(), body[1..].as_ptr(), "a slice, not a copy");
+        batch.advance(rest.len());
+        assert_eq!(batch.next_shared().as_deref(), Some(&b"gh"[..]));
+        batch.advance(2);
+        assert!(batch.next_shared().is_none());
     }
 
     #[test]

@@ -15,8 +15,9 @@
 //! - `carrier`: what every carrier shares (accept with backoff, socket options, the read
 //!   loop, the writer task, cancellation and the close hook) and the contract a carrier
 //!   fulfils (a decoder, an encoder, a way to read and write bytes); `tcp` (the TCP
-//!   carrier) and `ws` (the WebSocket carrier) are thin carriers on it and never import
-//!   each other; `read_buffer`, `iovec`: bytes on sockets;
+//!   carrier), `ws` (the WebSocket carrier) and `p2p` (the libp2p carrier: bee's handshake,
+//!   then BPS on bee's pubsub streams, all of them owned by core 0) are thin carriers on it
+//!   and never import each other; `read_buffer`, `iovec`: bytes on sockets;
 //! - `port`: one stream's side of the carrier boundary (it knows no carrier), `outbound` its
 //!   queue (R26), `outgoing` one message of it, and `encoding` how a delivery becomes each
 //!   carrier's messages (the `Encoder` a carrier puts on the port);
@@ -44,6 +45,7 @@ mod log_gate;
 mod notify;
 mod outbound;
 mod outgoing;
+mod p2p;
 pub mod port;
 mod read_buffer;
 mod receivers;
@@ -211,6 +213,8 @@ pub enum StartError {
     },
     /// A core's thread or runtime could not be created.
     Runtime(std::io::Error),
+    /// The libp2p carrier did not start (a key file, a listen address).
+    P2p(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -227,6 +231,7 @@ impl std::fmt::Display for StartError {
             }
             Self::Runtime(error) => write!(f, "cannot start a core runtime: {error}"),
             Self::Static(error) => write!(f, "cannot serve ws.static_dir: {error}"),
+            Self::P2p(error) => write!(f, "cannot start the p2p host: {error}"),
         }
     }
 }
@@ -250,6 +255,8 @@ pub struct Broker {
     listen_addr: SocketAddr,
     ws_addr: Option<SocketAddr>,
     driver: &'static str,
+    /// The libp2p host when `p2p.enabled`; dropped (stopped) with the broker.
+    p2p: Option<bps_p2p::P2pHost>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -275,6 +282,10 @@ impl Broker {
         let statics = static_files(config)?;
         let (listeners, listen_addr) = bind("server.listen", config.server.listen, cores)?;
         let (ws_listeners, ws_addr) = bind_ws(config, cores)?;
+        let (p2p_host, mut p2p_service) = match p2p::start(config).map_err(StartError::P2p)? {
+            Some((host, service)) => (Some(host), Some(service)),
+            None => (None, None),
+        };
 
         let protocol = config.effective_protocol();
         let ledger = Arc::new(PeerLedger::new(&protocol));
@@ -298,9 +309,11 @@ impl Broker {
             .zip(machines.drain(..));
         for (core, (listeners, machine)) in CoreId::all(cores).zip(per_core) {
             let pin = core_ids.get(core.index() % available).copied();
+            // Core 0 owns the p2p streams (`p2p`'s header says why).
+            let p2p = p2p_service.take();
             let thread = spawn_core(
                 core,
-                (Arc::clone(&shared), listeners, machine),
+                (Arc::clone(&shared), (listeners, p2p), machine),
                 (pin, uring),
                 exit_tx.clone(),
             )?;
@@ -313,6 +326,7 @@ impl Broker {
             listen_addr,
             ws_addr,
             driver,
+            p2p: p2p_host,
         })
     }
 
@@ -341,6 +355,7 @@ impl Broker {
         Arc::new(Backend {
             shared: Arc::clone(&self.shared),
             driver: self.driver,
+            p2p_stats: self.p2p.as_ref().map(bps_p2p::P2pHost::shared_stats),
         })
     }
 
@@ -465,6 +480,17 @@ fn shared_state(
     }
 }
 
+/// The libp2p host's totals for a scrape.
+fn p2p_host_figures(stats: &bps_p2p::HostStats) -> crate::metrics::P2pHostFigures {
+    let read = bps_p2p::HostStats::get;
+    crate::metrics::P2pHostFigures {
+        streams_inbound: read(&stats.streams_inbound),
+        streams_outbound: read(&stats.streams_outbound),
+        streams_refused: read(&stats.streams_refused),
+        ping_timeouts: read(&stats.ping_timeouts),
+    }
+}
+
 /// The pool's totals for a scrape.
 fn pool_figures(stats: &PoolStats) -> crate::metrics::VerifyPoolFigures {
     let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
@@ -517,6 +543,10 @@ fn start_pool(
 /// One core's listeners: BPS over TCP, and WebSocket when enabled.
 type CoreListeners = (std::net::TcpListener, Option<std::net::TcpListener>);
 
+/// What one core serves: its listeners, and the libp2p host's events on the core that owns
+/// p2p streams.
+type CoreServes = (CoreListeners, Option<p2p::P2pService>);
+
 /// Whether the cores run on io_uring: `server.io_uring` against what the kernel allows.
 fn use_io_uring(mode: IoUringMode) -> Result<bool, StartError> {
     match mode {
@@ -552,7 +582,7 @@ fn bind_ws(
 /// runtime run until it ends; its index goes to `exit_tx` when it does.
 fn spawn_core(
     core: CoreId,
-    (shared, listeners, machine): (Arc<Shared>, CoreListeners, Machine),
+    (shared, listeners, machine): (Arc<Shared>, CoreServes, Machine),
     (pin, uring): (Option<core_affinity::CoreId>, bool),
     exit_tx: crossbeam::channel::Sender<CoreId>,
 ) -> Result<JoinHandle<()>, StartError> {
@@ -587,7 +617,7 @@ fn bind(
 fn run_core(
     core: CoreId,
     shared: Arc<Shared>,
-    listeners: CoreListeners,
+    listeners: CoreServes,
     machine: Machine,
     uring: bool,
 ) -> std::io::Result<()> {
@@ -607,7 +637,7 @@ fn run_core(
 async fn serve(
     core: CoreId,
     shared: Arc<Shared>,
-    (listener, ws_listener): CoreListeners,
+    ((listener, ws_listener), p2p_service): CoreServes,
     machine: Machine,
 ) -> std::io::Result<()> {
     let listener = monoio::net::TcpListener::from_std(listener)?;
@@ -617,6 +647,9 @@ async fn serve(
     if let Some(ws_listener) = ws_listener {
         let ws_listener = monoio::net::TcpListener::from_std(ws_listener)?;
         monoio::spawn(ws::accept_loop(Rc::clone(&link), ws_listener));
+    }
+    if let Some(service) = p2p_service {
+        monoio::spawn(p2p::serve(Rc::clone(&link), service));
     }
     inject_panic(core);
     shard.run().await;
@@ -642,6 +675,8 @@ fn inject_panic(core: CoreId) {
 struct Backend {
     shared: Arc<Shared>,
     driver: &'static str,
+    /// The libp2p host's counters when it runs.
+    p2p_stats: Option<Arc<bps_p2p::HostStats>>,
 }
 
 impl Backend {
@@ -741,6 +776,7 @@ impl AdminBackend for Backend {
                     .collect(),
                 ready: self.ready(),
                 verify_pool: self.shared.pool_stats.as_deref().map(pool_figures),
+                p2p_host: self.p2p_stats.as_deref().map(p2p_host_figures),
             },
         }
     }

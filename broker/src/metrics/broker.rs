@@ -1,8 +1,9 @@
 //! The broker-wide gauges of a scrape: frame memory and resident memory against their bounds,
 //! the memory budget's worst case per term, each core's heartbeat and CPU time, readiness,
-//! and the verification pool's totals.
+//! the verification pool's totals and the libp2p host's.
 //!
-//! Owns: `BrokerGauges` and `VerifyPoolFigures`, the figures the I/O layer reads at scrape.
+//! Owns: `BrokerGauges`, `VerifyPoolFigures` and `P2pHostFigures`, the figures the I/O
+//! layer reads at scrape.
 //! Never does: render; `render::broker` writes these families.
 
 use crate::budget::MemoryBudget;
@@ -25,6 +26,19 @@ pub struct BrokerGauges {
     pub ready: bool,
     /// The verification pool's totals; `None` when every core verifies inline.
     pub verify_pool: Option<VerifyPoolFigures>,
+    /// The libp2p host's totals; `None` when `p2p.enabled` is off.
+    pub p2p_host: Option<P2pHostFigures>,
+}
+
+/// The libp2p host's totals since start, read from its shared counters at scrape.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct P2pHostFigures {
+    pub streams_inbound: u64,
+    pub streams_outbound: u64,
+    /// Streams refused at `p2p.streams_per_connection_max`.
+    pub streams_refused: u64,
+    /// Connections closed because their ping timed out.
+    pub ping_timeouts: u64,
 }
 
 /// The verification pool's totals since start, read from its shared statistics at scrape.

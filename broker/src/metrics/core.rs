@@ -7,6 +7,7 @@
 //! Never does: name or render a family; the exported names and help texts are
 //! `render::core_families`'.
 
+use super::p2p::P2pMetrics;
 use std::sync::Arc;
 
 use crate::labels::{Refusal, Transport};
@@ -179,6 +180,8 @@ pub struct CoreMetrics {
     pub ws_spectator_sends: Counter,
     /// The WebSocket carrier's labelled counters.
     pub ws: WsMetrics,
+    /// The libp2p carrier's counters (core 0's only: it owns p2p streams).
+    pub p2p: P2pMetrics,
 }
 
 impl Default for CoreMetrics {
@@ -228,6 +231,7 @@ impl Default for CoreMetrics {
             log_lines_suppressed: Counter::default(),
             ws_spectator_sends: Counter::default(),
             ws: WsMetrics::default(),
+            p2p: P2pMetrics::default(),
         }
     }
 }

@@ -27,16 +27,18 @@
 mod broker;
 mod core;
 mod instruments;
+mod p2p;
 mod protocol;
 mod render;
 mod stages;
 
-pub use self::broker::{BrokerGauges, VerifyPoolFigures};
+pub use self::broker::{BrokerGauges, P2pHostFigures, VerifyPoolFigures};
 pub use self::core::{
     CoreMetrics, FRAMES_PER_WRITE_BUCKETS, LATENCY_BUCKETS, PerTransport, WS_CARRIER_CLOSES,
     WS_ENDPOINTS, WS_HTTP_STATUSES, WsMetrics,
 };
 pub use self::instruments::{Counter, Gauge, Histogram, HistogramSnapshot};
+pub use self::p2p::{P2P_DIRECTIONS, P2P_REASONS, P2pMetrics};
 pub use self::protocol::{
     COHORT_GAUGES, CohortFigures, CohortSeries, MetricKind, OtherCohorts, ProtocolMetric,
     R40_COUNTERS, protocol_figures,

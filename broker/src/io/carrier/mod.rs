@@ -10,8 +10,8 @@
 //! and everything queued after it, many messages per `writev`, until the stream flushes or
 //! resets).
 //!
-//! The contract a carrier fulfils (TCP in `tcp`, WebSocket in `ws`; a third, such as
-//! libp2p, is the same three things and nothing else):
+//! The contract a carrier fulfils (TCP in `tcp`, WebSocket in `ws`, libp2p in `p2p`: the
+//! same three things and nothing else):
 //! - **bytes**: a connection that reads into an owned buffer and writes owned vectors with
 //!   a cancel handle (`CancelableAsyncReadRent`/`CancelableAsyncWriteRent`), and a socket
 //!   fd the core may write to directly (`Port::attach_socket`);
@@ -27,7 +27,10 @@
 //!   deliveries never call one.
 //!
 //! The carrier starts a stream with `link.admit`, `socket::configure` and `Cancellers::arm`,
-//! runs `read::read_loop` and a spawned `write::write_loop`, and ends with `link.ended`;
+//! runs `read::read_loop` and a spawned `write::write_loop`, and ends with `link.ended`; a
+//! carrier with no socket (libp2p: a stream is a pair of channels) attaches none to its port,
+//! stops its reads through its port's close hook, and runs a writer of its own on the same
+//! port calls as `write_loop` (`take_writing`, `wrote`, `return_writing`, `link.written`);
 //! how it says goodbye (a FIN, a WebSocket close frame, a reset) is its own, from what the
 //! writer reports (`write::WriteEnd`). The flush deadline and the R26 bound are the link's
 //! and the port's, the same for every carrier.

@@ -1,13 +1,13 @@
 //! The broker-wide families: frame and resident memory against their bounds, the memory
 //! budget's worst case in total and per term, each core's heartbeat and CPU time, readiness,
-//! and the verification pool's totals when there is a pool.
+//! the verification pool's totals when there is a pool, and the libp2p host's when it runs.
 //!
 //! Owns: the names and help texts of these families, in export order.
 //! Never does: read a figure; `BrokerGauges` arrives filled by the I/O layer.
 
 use super::text::{family, line};
 use crate::budget::MemoryBudget;
-use crate::metrics::{BrokerGauges, VerifyPoolFigures};
+use crate::metrics::{BrokerGauges, P2pHostFigures, VerifyPoolFigures};
 
 /// One family of a table: its name, its help text, and its one sample's value read off `T`.
 type Family<T> = (&'static str, &'static str, fn(&T) -> u64);
@@ -38,6 +38,30 @@ const MEMORY_GAUGES: [Family<BrokerGauges>; 5] = [
         "bps_memory_worst_case_bytes",
         "The worst-case memory of the running configuration's bounds.",
         |broker| broker.budget.total_bytes,
+    ),
+];
+
+/// The libp2p host's counters: name, help and the figure, in export order.
+const P2P_HOST_COUNTERS: [Family<P2pHostFigures>; 4] = [
+    (
+        "bps_p2p_host_streams_inbound_total",
+        "Streams libp2p peers opened on a protocol the broker serves, handed to core 0.",
+        |host| host.streams_inbound,
+    ),
+    (
+        "bps_p2p_host_streams_outbound_total",
+        "Streams the broker opened to libp2p peers (its handshakes as the dialer).",
+        |host| host.streams_outbound,
+    ),
+    (
+        "bps_p2p_host_streams_refused_total",
+        "Streams reset or not opened because their connection had p2p.streams_per_connection_max open.",
+        |host| host.streams_refused,
+    ),
+    (
+        "bps_p2p_host_ping_timeouts_total",
+        "libp2p connections closed because their ping timed out.",
+        |host| host.ping_timeouts,
     ),
 ];
 
@@ -115,6 +139,12 @@ pub(super) fn render_broker(out: &mut String, broker: &BrokerGauges) {
         for (name, help, value) in VERIFY_POOL_COUNTERS {
             family(out, name, "counter", help);
             line(out, name, &[], &value(pool).to_string());
+        }
+    }
+    if let Some(host) = &broker.p2p_host {
+        for (name, help, value) in P2P_HOST_COUNTERS {
+            family(out, name, "counter", help);
+            line(out, name, &[], &value(host).to_string());
         }
     }
 }

@@ -13,6 +13,7 @@ mod broker;
 mod cohorts;
 mod core;
 mod core_families;
+mod p2p;
 mod protocol;
 mod text;
 mod ws;
@@ -24,6 +25,7 @@ use self::cohorts::render_cohorts;
 use self::core::{
     render_core_counters, render_core_gauges, render_core_histograms, render_transports,
 };
+use self::p2p::render_p2p;
 use self::protocol::render_protocol;
 use self::text::{family, line};
 use self::ws::render_ws;
@@ -87,6 +89,7 @@ pub fn render_prometheus(
     render_core_counters(&mut out, cores);
     render_transports(&mut out, cores);
     render_ws(&mut out, cores);
+    render_p2p(&mut out, cores);
     render_core_gauges(&mut out, cores);
     render_core_histograms(&mut out, cores);
     render_protocol(&mut out, protocol);
