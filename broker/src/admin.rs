@@ -1092,6 +1092,7 @@ mod tests {
                     heartbeats_ms: vec![0],
                     core_busy: vec![Some(Duration::from_millis(500))],
                     ready: true,
+                    peers: bps_core::LedgerSnapshot::default(),
                     verify_pool: None,
                     p2p_host: None,
                 },

@@ -124,6 +124,13 @@ impl AdminBackend for Fake {
                 heartbeats_ms: vec![4],
                 core_busy: vec![Some(Duration::from_millis(1250))],
                 ready: self.ready.load(Ordering::Relaxed),
+                peers: bps_core::LedgerSnapshot {
+                    peers_attached: 6,
+                    trusted_relays_attached: 1,
+                    trusted_relay_cohorts: 7,
+                    blocklistings_waived: 8,
+                    ..Default::default()
+                },
                 verify_pool: Some(bps_broker::metrics::VerifyPoolFigures {
                     jobs: 12,
                     batches: 3,
@@ -229,6 +236,11 @@ fn metrics_are_prometheus_text() {
     assert!(body.contains("bps_cohort_invalid_roster_total{cohort=\"0a200a200a200a20\",binding=\"mnemonic\",admin=\"none\"} 0\n"));
     assert!(body.contains("bps_core_busy_seconds_total{core=\"0\"} 1.250000\n"));
     assert!(body.contains("bps_ready 1\n"));
+    assert!(body.contains("bps_peers_attached 6\n"));
+    assert!(body.contains("bps_trusted_relays_attached 1\n"));
+    assert!(body.contains("bps_trusted_relay_cohorts 7\n"));
+    assert!(body.contains("# TYPE bps_blocklistings_waived_total counter\n"));
+    assert!(body.contains("bps_blocklistings_waived_total 8\n"));
     assert!(body.contains("bps_verify_pool_jobs_total 12\n"));
     assert!(body.contains("bps_verify_pool_batches_total 3\n"));
     assert!(body.contains("bps_verify_pool_batch_failures_total 0\n"));

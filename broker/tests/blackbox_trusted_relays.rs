@@ -47,5 +47,13 @@ fn a_trusted_relay_passes_the_usual_bounds_up_to_its_raised_ones_and_its_neighbo
     let mut other = broker.raw_from(NEIGHBOUR);
     let ack = other.join(&explicit(2, &admin, false).to_join(&key(15).address()));
     assert_eq!(ack.status, Status::Full as i32, "{ack:?}");
-    broker.assert_metrics(&[("bps_joins_ok_total", 5), ("bps_joins_full_total", 4)]);
+    // The relay is attached to three cohorts, the neighbour to one.
+    broker.assert_metrics(&[
+        ("bps_joins_ok_total", 5),
+        ("bps_joins_full_total", 4),
+        ("bps_peers_attached", 2),
+        ("bps_trusted_relays_attached", 1),
+        ("bps_trusted_relay_cohorts", 3),
+        ("bps_blocklistings_waived_total", 0),
+    ]);
 }

@@ -143,7 +143,7 @@ pub struct PeerLedger {
 }
 
 /// A snapshot of the ledger for the admin view.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LedgerSnapshot {
     /// Live cohorts on all cores.
     pub cohorts_live: usize,

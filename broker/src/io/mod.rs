@@ -754,6 +754,7 @@ impl AdminBackend for Backend {
             cohorts,
             broker: BrokerGauges {
                 frame_memory_bytes: self.shared.frame_memory.used() as u64,
+                peers: self.shared.ledger.snapshot(),
                 frame_memory_bytes_max: self.shared.frame_memory.bytes_max() as u64,
                 rss_bytes: crate::budget::rss_bytes().unwrap_or(0),
                 budget,

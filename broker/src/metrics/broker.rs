@@ -1,10 +1,13 @@
 //! The broker-wide gauges of a scrape: frame memory and resident memory against their bounds,
 //! the memory budget's worst case per term, each core's heartbeat and CPU time, readiness,
-//! the verification pool's totals and the libp2p host's.
+//! the peer ledger's counts (peers attached and blocklisted, trusted relays), the verification
+//! pool's totals and the libp2p host's.
 //!
 //! Owns: `BrokerGauges`, `VerifyPoolFigures` and `P2pHostFigures`, the figures the I/O
 //! layer reads at scrape.
 //! Never does: render; `render::broker` writes these families.
+
+use bps_core::LedgerSnapshot;
 
 use crate::budget::MemoryBudget;
 
@@ -24,6 +27,8 @@ pub struct BrokerGauges {
     pub core_busy: Vec<Option<std::time::Duration>>,
     /// Whether `/readyz` answers 200 (not draining).
     pub ready: bool,
+    /// The peer ledger's counts, broker-wide (R31..R33, R39, trusted relays).
+    pub peers: LedgerSnapshot,
     /// The verification pool's totals; `None` when every core verifies inline.
     pub verify_pool: Option<VerifyPoolFigures>,
     /// The libp2p host's totals; `None` when `p2p.enabled` is off.

@@ -1,6 +1,7 @@
 //! The broker-wide families: frame and resident memory against their bounds, the memory
 //! budget's worst case in total and per term, each core's heartbeat and CPU time, readiness,
-//! the verification pool's totals when there is a pool, and the libp2p host's when it runs.
+//! the peer ledger's counts, the verification pool's totals when there is a pool, and the
+//! libp2p host's when it runs.
 //!
 //! Owns: the names and help texts of these families, in export order.
 //! Never does: read a figure; `BrokerGauges` arrives filled by the I/O layer.
@@ -8,9 +9,14 @@
 use super::text::{family, line};
 use crate::budget::MemoryBudget;
 use crate::metrics::{BrokerGauges, P2pHostFigures, VerifyPoolFigures};
+use bps_core::LedgerSnapshot;
 
 /// One family of a table: its name, its help text, and its one sample's value read off `T`.
 type Family<T> = (&'static str, &'static str, fn(&T) -> u64);
+
+/// A family of a table whose families differ in type: its name, its Prometheus type, its
+/// help text, and its one sample's value read off `T`.
+type TypedFamily<T> = (&'static str, &'static str, &'static str, fn(&T) -> u64);
 
 /// The memory gauges: name, help and the figure, in export order.
 const MEMORY_GAUGES: [Family<BrokerGauges>; 5] = [
@@ -62,6 +68,46 @@ const P2P_HOST_COUNTERS: [Family<P2pHostFigures>; 4] = [
         "bps_p2p_host_ping_timeouts_total",
         "libp2p connections closed because their ping timed out.",
         |host| host.ping_timeouts,
+    ),
+];
+
+/// The peer ledger's figures: name, Prometheus type, help and the figure, in export order.
+const PEER_FAMILIES: [TypedFamily<LedgerSnapshot>; 6] = [
+    (
+        "bps_peers_attached",
+        "gauge",
+        "Peers (addresses, or IPv6 prefixes' members) attached to at least one cohort (R32).",
+        |peers| peers.peers_attached as u64,
+    ),
+    (
+        "bps_peers_blocked",
+        "gauge",
+        "Blocklisted peers (R39; expired entries may linger until the next ledger call).",
+        |peers| peers.peers_blocked as u64,
+    ),
+    (
+        "bps_prejoin_connections",
+        "gauge",
+        "Connections that have not sent their Join yet, all peers together.",
+        |peers| peers.prejoin_connections as u64,
+    ),
+    (
+        "bps_trusted_relays_attached",
+        "gauge",
+        "Trusted relays (limits.trusted_relays) attached to at least one cohort.",
+        |peers| peers.trusted_relays_attached as u64,
+    ),
+    (
+        "bps_trusted_relay_cohorts",
+        "gauge",
+        "Cohort attachments of trusted relays, all of them together (their R32 count).",
+        |peers| peers.trusted_relay_cohorts as u64,
+    ),
+    (
+        "bps_blocklistings_waived_total",
+        "counter",
+        "Blocklistings of trusted relays waived (violations, claim timeouts, Join strikes).",
+        |peers| peers.blocklistings_waived,
     ),
 ];
 
@@ -120,7 +166,7 @@ const VERIFY_POOL_COUNTERS: [Family<VerifyPoolFigures>; 10] = [
 ];
 
 /// Memory against its bounds, the worst case per term, the cores' heartbeats and CPU time,
-/// readiness, and the verification pool.
+/// readiness, the peer ledger, and the verification pool.
 pub(super) fn render_broker(out: &mut String, broker: &BrokerGauges) {
     for (name, help, value) in MEMORY_GAUGES {
         family(out, name, "gauge", help);
@@ -135,6 +181,10 @@ pub(super) fn render_broker(out: &mut String, broker: &BrokerGauges) {
         "1 while the broker takes new streams (/readyz answers 200), 0 while draining.",
     );
     line(out, "bps_ready", &[], if broker.ready { "1" } else { "0" });
+    for (name, kind, help, value) in PEER_FAMILIES {
+        family(out, name, kind, help);
+        line(out, name, &[], &value(&broker.peers).to_string());
+    }
     if let Some(pool) = &broker.verify_pool {
         for (name, help, value) in VERIFY_POOL_COUNTERS {
             family(out, name, "counter", help);
