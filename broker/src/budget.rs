@@ -39,6 +39,10 @@
 //!   memory while a ring or a queue holds them, and validation keeps `limits.cohorts_max`
 //!   full rings within half of `limits.frame_memory_bytes_max`, so they never starve live
 //!   traffic;
+//! - libp2p (`p2p.enabled`): every connection's security session and yamux state, and every
+//!   stream's yamux receive window and pipe chunks, `p2p.connections_max` connections of
+//!   `p2p.streams_per_connection_max` streams (a BPS stream over libp2p is also one of
+//!   `limits.connections_max` and counted there);
 //! - the verification key caches, the peer ledger (blocklist, per-peer counts), metric
 //!   series of a scrape, the admin server's requests and responses, the log buffer;
 //! - a fixed base for the process itself (runtimes, rings, thread stacks in use, binary).
@@ -160,6 +164,16 @@ pub const WS_REFUSAL_BYTES: u64 = 8 << 10;
 /// A WebSocket session's own state: its bridge session, keepalive task and decoder.
 pub const WS_SESSION_STATE_BYTES: u64 = 1 << 10;
 
+/// What one libp2p connection holds below its streams: its Noise or TLS session with a
+/// record buffer each way (Noise's records are up to 64 KiB), yamux's session state and frame
+/// buffer, and the host's connection entry and handler. An estimate, rounded up.
+pub const P2P_CONNECTION_BYTES: u64 = 256 << 10;
+
+/// What one libp2p stream holds before its core reads it: the yamux receive window a peer
+/// may fill unread (yamux's default credit, 256 KiB) and the pipe's inbound chunks.
+pub const P2P_STREAM_BYTES: u64 =
+    (256 << 10) + (bps_p2p::INBOUND_CHUNKS_PER_STREAM * bps_p2p::READ_CHUNK_BYTES) as u64;
+
 /// The default budget, in percent of the host's memory.
 pub const DEFAULT_BUDGET_PERCENT_OF_HOST: u64 = 50;
 
@@ -275,7 +289,7 @@ struct TermRow {
 }
 
 /// The terms of the worst case, one row each, in report order.
-const TERMS: [TermRow; 19] = [
+const TERMS: [TermRow; 20] = [
     TermRow {
         name: "process base",
         keys: "fixed",
@@ -319,6 +333,14 @@ const TERMS: [TermRow; 19] = [
         name: "WebSocket sessions",
         keys: "ws.enabled, limits.connections_max, limits.frame_bytes_max, ws.static_dir",
         bytes: ws_sessions_bytes,
+    },
+    TermRow {
+        name: "libp2p",
+        keys: "p2p.enabled, p2p.connections_max, p2p.streams_per_connection_max",
+        bytes: |s| {
+            s.p2p_connections
+                * (P2P_CONNECTION_BYTES + s.p2p_streams_per_connection * P2P_STREAM_BYTES)
+        },
     },
     TermRow {
         name: "W5 service POSTs",
@@ -412,6 +434,9 @@ struct Sizing {
     ws_static: bool,
     /// What a WebSocket connection may hold beyond a TCP one.
     ws_connection_bytes: u64,
+    /// libp2p connections (none when `p2p.enabled` is off) and the streams of each.
+    p2p_connections: u64,
+    p2p_streams_per_connection: u64,
 }
 
 impl Sizing {
@@ -457,6 +482,12 @@ impl Sizing {
             ws_enabled: config.ws.enabled,
             ws_static: !config.ws.static_dir.is_empty(),
             ws_connection_bytes: ws_connection_bytes(protocol.frame_bytes_max),
+            p2p_connections: if config.p2p.enabled {
+                u64::from(config.p2p.connections_max)
+            } else {
+                0
+            },
+            p2p_streams_per_connection: u64::from(config.p2p.streams_per_connection_max),
         }
     }
 }
@@ -532,7 +563,8 @@ pub fn rss_bytes() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::{
-        BATCH_SLOT_BYTES, CONNECTION_STATE_BYTES, MemoryBudget, QUEUE_SLOT_BYTES, default_budget,
+        BATCH_SLOT_BYTES, CONNECTION_STATE_BYTES, MemoryBudget, P2P_CONNECTION_BYTES,
+        P2P_STREAM_BYTES, QUEUE_SLOT_BYTES, default_budget,
     };
     use crate::config::BrokerConfig;
     use crate::limits::READ_BUFFER_IDLE_BYTES;
@@ -543,7 +575,13 @@ mod tests {
         let budget = MemoryBudget::of(&config, 2, 2, 8 << 30);
         assert_eq!(budget.budget_bytes, default_budget(8 << 30));
         assert!(budget.fits(), "{budget}: {:?}", budget.largest(3));
-        assert!(budget.terms.iter().all(|term| term.bytes > 0));
+        // Every term but libp2p's, which is off by default.
+        assert!(
+            budget
+                .terms
+                .iter()
+                .all(|term| (term.bytes > 0) == (term.name != "libp2p"))
+        );
         let summed: u64 = budget.terms.iter().map(|term| term.bytes).sum();
         assert_eq!(summed, budget.total_bytes);
     }
@@ -605,6 +643,14 @@ mod tests {
                 .find(|term| term.name == name)
                 .map(|term| term.bytes)
         };
+        let mut p2p = base.clone();
+        p2p.p2p.enabled = true;
+        p2p.p2p.connections_max = 10;
+        p2p.p2p.streams_per_connection_max = 4;
+        assert_eq!(
+            term(&p2p, "libp2p"),
+            Some(10 * (P2P_CONNECTION_BYTES + 4 * P2P_STREAM_BYTES))
+        );
         for name in ["history rings", "history backlogs"] {
             assert_eq!(
                 term(&longer, name),

@@ -1135,12 +1135,12 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "p2p",
         name: "connections_max",
-        default: DefaultValue::Int(256),
+        default: DefaultValue::Int(64),
         unit: Unit::Count,
         bounds: Bounds::at_least(1, ""),
         gate: Some("p2p.enabled"),
         reload: Reload::Restart,
-        why: "libp2p connections at once, both directions: each holds a yamux session and its security state; a broker serves a handful of bee nodes.",
+        why: "libp2p connections at once, both directions: each holds a yamux session, its security state and up to p2p.streams_per_connection_max stream windows (the budget's libp2p term, 1.3 GiB at the defaults); a broker serves a handful of bee nodes.",
     },
     Key {
         section: "p2p",
