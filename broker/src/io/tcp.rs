@@ -14,7 +14,7 @@ use std::rc::Rc;
 use monoio::io::Splitable;
 use monoio::net::{TcpListener, TcpStream};
 
-use super::carrier::{self, Cancellers, Decode, Decoded, WriteEnd};
+use super::carrier::{self, Cancellers, WriteEnd};
 use super::link::CoreLink;
 use super::port::{Port, Transport};
 use super::read_buffer::ReadBuffer;
@@ -49,11 +49,7 @@ pub async fn run(link: Rc<CoreLink>, port: Rc<Port>, stream: TcpStream) {
         write_handle,
     ));
     let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
-    let mut frames = Frames {
-        link: &link,
-        port: &port,
-        frame_bytes_max: link.settings().frame_bytes_max,
-    };
+    let mut frames = carrier::Delimited::new(&link, &port);
     let cause = carrier::read_loop(
         (&link, &port),
         &mut reader,
@@ -79,26 +75,6 @@ pub async fn run(link: Rc<CoreLink>, port: Rc<Port>, stream: TcpStream) {
     // as its linger setting says, so a reset reaches the peer as a TCP reset.
     drop(reader.reunite(writer));
     link.ended(&port, cause);
-}
-
-/// The TCP decoder: length-delimited frames, straight out of the read buffer.
-struct Frames<'a> {
-    link: &'a CoreLink,
-    port: &'a Port,
-    frame_bytes_max: usize,
-}
-
-impl Decode for Frames<'_> {
-    async fn next(&mut self, buffer: &mut ReadBuffer) -> Decoded {
-        match buffer.next_frame(self.frame_bytes_max) {
-            Ok(Some(frame)) => Decoded::Frame(frame),
-            Ok(None) => Decoded::Incomplete,
-            Err(error) => {
-                self.link.frame_error(self.port, &error);
-                Decoded::End(ClosedBy::Io)
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@
 //! frame through the read gate to the core; the one place a carrier passes the gate) and
 //! `write` (the writer task: what the kernel refused to the core's direct vectored write,
 //! and everything queued after it, many messages per `writev`, until the stream flushes or
-//! resets).
+//! resets) and `delimited` (the decoder of the carriers that send frames as they are:
+//! length-delimited, TCP and libp2p).
 //!
 //! The contract a carrier fulfils (TCP in `tcp`, WebSocket in `ws`, libp2p in `p2p`: the
 //! same three things and nothing else):
@@ -36,10 +37,12 @@
 //! and the port's, the same for every carrier.
 //! Never does: know a carrier's bytes, or touch the shard or the machine.
 
+mod delimited;
 mod read;
 mod socket;
 mod write;
 
+pub use delimited::Delimited;
 pub use read::{Decode, Decoded, read_loop};
 #[cfg(test)]
 pub use socket::KEEPALIVE_PROBES;

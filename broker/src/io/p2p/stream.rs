@@ -17,7 +17,7 @@ use monoio::io::Canceller;
 use super::exchange::{self, Fault, Incoming};
 use super::reader::{CloseSignal, PipeReader};
 use super::writer;
-use crate::io::carrier::{self, Decode, Decoded, WriteEnd};
+use crate::io::carrier::{self, WriteEnd};
 use crate::io::link::CoreLink;
 use crate::io::port::{Port, Transport};
 use crate::io::read_buffer::ReadBuffer;
@@ -89,11 +89,7 @@ pub async fn run(
 /// The shared read loop over the stream's inbound channel.
 async fn read_frames(link: &CoreLink, port: &Port, reader: &mut PipeReader) -> ClosedBy {
     let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
-    let mut frames = Frames {
-        link,
-        port,
-        frame_bytes_max: link.settings().frame_bytes_max,
-    };
+    let mut frames = carrier::Delimited::new(link, port);
     // The reader watches the port's close itself; this handle is never cancelled.
     let canceller = Canceller::new();
     carrier::read_loop(
@@ -104,24 +100,4 @@ async fn read_frames(link: &CoreLink, port: &Port, reader: &mut PipeReader) -> C
         &mut frames,
     )
     .await
-}
-
-/// Length-delimited frames straight out of the read buffer, as the TCP carrier reads them.
-struct Frames<'a> {
-    link: &'a CoreLink,
-    port: &'a Port,
-    frame_bytes_max: usize,
-}
-
-impl Decode for Frames<'_> {
-    async fn next(&mut self, buffer: &mut ReadBuffer) -> Decoded {
-        match buffer.next_frame(self.frame_bytes_max) {
-            Ok(Some(frame)) => Decoded::Frame(frame),
-            Ok(None) => Decoded::Incomplete,
-            Err(error) => {
-                self.link.frame_error(self.port, &error);
-                Decoded::End(ClosedBy::Io)
-            }
-        }
-    }
 }
