@@ -3,7 +3,7 @@
 //! Owns: `StreamId` (assigned by the I/O layer; the owning core in the top 8 bits so that a
 //! sorted target list is grouped by core), `CoreId` (one of the broker's cores: a core index
 //! crosses files and crates as this type, never as a bare `usize`), `PeerId` (a peer for R32, R33, the pre-Join cap
-//! and the blocklist: an IPv4 address, or an IPv6 /64), `Ticket` (one verification job, issued by the machine) and
+//! and the blocklist: an IPv4 address, an IPv6 /64, or a bee node's overlay address), `Ticket` (one verification job, issued by the machine) and
 //! `CohortSerial` (one cohort of one machine, issued by the machine), `WriteNotice` (a token the I/O layer hands back once a frame that asked for it is on the
 //! wire, R24).
 //! Never does: allocate ids for the I/O layer or interpret an address beyond equality.
@@ -97,39 +97,69 @@ impl fmt::Display for CoreId {
 pub const IPV6_PEER_PREFIX_BITS: u32 = 64;
 
 /// A remote peer: its IPv4 address, or its IPv6 address cut to the /64 it lies in (an
-/// IPv4-mapped IPv6 address is its IPv4 address). Built only through [`PeerId::of`], so no
-/// bound can be keyed by anything finer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct PeerId(IpAddr);
+/// IPv4-mapped IPv6 address is its IPv4 address), or, for a bee node on the libp2p carrier,
+/// its overlay address (bee keys its peers so; its IP only bounds its handshakes). Built only
+/// through [`PeerId::of`] and [`PeerId::overlay`], so no bound can be keyed by anything finer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeerId(PeerKey);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum PeerKey {
+    Ip(IpAddr),
+    Overlay([u8; 32]),
+}
 
 impl PeerId {
     /// The peer a remote address belongs to.
     #[must_use]
     pub fn of(ip: IpAddr) -> PeerId {
-        match ip {
-            IpAddr::V4(v4) => PeerId(IpAddr::V4(v4)),
+        let ip = match ip {
+            IpAddr::V4(v4) => IpAddr::V4(v4),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => PeerId(IpAddr::V4(v4)),
+                Some(v4) => IpAddr::V4(v4),
                 None => {
                     let mask = u128::MAX << (128 - IPV6_PEER_PREFIX_BITS);
-                    PeerId(IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask)))
+                    IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
                 }
             },
-        }
+        };
+        PeerId(PeerKey::Ip(ip))
     }
 
-    /// The address that names the peer (an IPv6 peer's /64 with the host bits zero).
+    /// The bee node with this overlay address (whose handshake proved it holds its key).
     #[must_use]
-    pub fn ip(self) -> IpAddr {
-        self.0
+    pub fn overlay(overlay: [u8; 32]) -> PeerId {
+        PeerId(PeerKey::Overlay(overlay))
+    }
+
+    /// The address that names the peer (an IPv6 peer's /64 with the host bits zero); none
+    /// for a peer named by its overlay.
+    #[must_use]
+    pub fn ip(self) -> Option<IpAddr> {
+        match self.0 {
+            PeerKey::Ip(ip) => Some(ip),
+            PeerKey::Overlay(_) => None,
+        }
     }
 }
 
 impl fmt::Display for PeerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
-            IpAddr::V4(v4) => write!(f, "{v4}"),
-            IpAddr::V6(v6) => write!(f, "{v6}/{IPV6_PEER_PREFIX_BITS}"),
+            PeerKey::Ip(IpAddr::V4(v4)) => write!(f, "{v4}"),
+            PeerKey::Ip(IpAddr::V6(v6)) => write!(f, "{v6}/{IPV6_PEER_PREFIX_BITS}"),
+            PeerKey::Overlay(overlay) => f.write_str(&hex::encode(overlay)),
+        }
+    }
+}
+
+/// As JSON (`/cohortz`): the address as a string (an IPv6 peer's /64 without the suffix),
+/// or the overlay as 64 hex digits.
+impl Serialize for PeerId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            PeerKey::Ip(ip) => ip.serialize(serializer),
+            PeerKey::Overlay(overlay) => serializer.serialize_str(&hex::encode(overlay)),
         }
     }
 }
@@ -203,7 +233,7 @@ mod tests {
         let one = PeerId::of(ip("2001:db8:1:2:aaaa::1"));
         assert_eq!(one, PeerId::of(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")));
         assert_ne!(one, PeerId::of(ip("2001:db8:1:3::1")));
-        assert_eq!(one.ip(), ip("2001:db8:1:2::"));
+        assert_eq!(one.ip(), Some(ip("2001:db8:1:2::")));
         assert_eq!(one.to_string(), "2001:db8:1:2::/64");
     }
 
@@ -213,6 +243,24 @@ mod tests {
         assert_eq!(v4, PeerId::of(ip("::ffff:192.0.2.7")));
         assert_ne!(v4, PeerId::of(ip("192.0.2.8")));
         assert_eq!(v4.to_string(), "192.0.2.7");
+    }
+
+    #[test]
+    fn overlay_peers_are_their_overlay_apart_from_every_address() {
+        let overlay = PeerId::overlay([0xab; 32]);
+        assert_eq!(overlay, PeerId::overlay([0xab; 32]));
+        assert_ne!(overlay, PeerId::overlay([0xac; 32]));
+        assert_ne!(overlay, PeerId::of(ip("0.0.0.0")));
+        assert_eq!(overlay.ip(), None);
+        assert_eq!(overlay.to_string(), "ab".repeat(32));
+        assert_eq!(
+            serde_json::to_string(&overlay).expect("serializes"),
+            format!("\"{}\"", "ab".repeat(32))
+        );
+        assert_eq!(
+            serde_json::to_string(&PeerId::of(ip("2001:db8:1:2::9"))).expect("serializes"),
+            "\"2001:db8:1:2::\""
+        );
     }
 
     #[test]

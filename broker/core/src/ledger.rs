@@ -542,9 +542,10 @@ impl PeerLedger {
     }
 }
 
-/// The IPv6 prefix of `bits` an IPv6 peer lies in, as a number; none for an IPv4 peer.
+/// The IPv6 prefix of `bits` an IPv6 peer lies in, as a number; none for an IPv4 peer or
+/// one named by its overlay.
 fn ipv6_prefix(peer: PeerId, bits: u32) -> Option<u128> {
-    match peer.ip() {
+    match peer.ip()? {
         IpAddr::V4(_) => None,
         IpAddr::V6(v6) => {
             // Validation keeps `bits` in 16..=64; the clamp keeps a bad value from panicking.

@@ -97,7 +97,10 @@ impl TrustedPrefix {
     /// peer (/64) it lies in.
     #[must_use]
     pub fn contains(&self, peer: PeerId) -> bool {
-        let ip = peer.ip();
+        // A bee node, named by its overlay, is in no address prefix.
+        let Some(ip) = peer.ip() else {
+            return false;
+        };
         if ip.is_ipv4() != self.network.is_ipv4() {
             return false;
         }

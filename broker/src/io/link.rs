@@ -248,7 +248,12 @@ impl CoreLink {
 
     /// A new connection from `ip`: its port, or why it is refused.
     pub fn admit(&self, ip: IpAddr, transport: Transport) -> Result<Rc<Port>, Refusal> {
-        let peer = PeerId::of(ip);
+        self.admit_peer(PeerId::of(ip), transport)
+    }
+
+    /// A new stream of `peer` (a bee node's overlay, on the libp2p carrier): its port, or why
+    /// it is refused.
+    pub fn admit_peer(&self, peer: PeerId, transport: Transport) -> Result<Rc<Port>, Refusal> {
         let refusal = self.admission(peer);
         if let Err(refusal) = refusal {
             self.metrics.refused(refusal);

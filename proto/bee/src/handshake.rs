@@ -117,6 +117,12 @@ impl LocalNode {
         &self.identity
     }
 
+    /// Our libp2p peer id.
+    #[must_use]
+    pub fn peer_id(&self) -> PeerId {
+        self.peer_id
+    }
+
     /// Our addresses as we advertise them, each ending in our peer id.
     pub fn underlays(&self) -> &[Multiaddr] {
         &self.underlays

@@ -12,7 +12,6 @@
 //! (the host waits for room, `bps_p2p::EVENTS_QUEUED`).
 
 use std::cell::RefCell;
-use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +43,8 @@ impl Dispatcher {
     pub fn on_event(self: &Rc<Self>, event: HostEvent) {
         match event {
             HostEvent::Listening { address } => {
-                tracing::info!(%address, "p2p listening");
+                let peer_id = self.node.peer_id();
+                tracing::info!(address = %format!("{address}/p2p/{peer_id}"), "p2p listening");
             }
             HostEvent::ConnectionEstablished {
                 peer,
@@ -108,7 +108,7 @@ impl Dispatcher {
             .await
             .ok()
             .flatten();
-        let Some((ip, _overlay)) = ready else {
+        let Some(overlay) = ready else {
             self.link
                 .metrics()
                 .p2p
@@ -117,14 +117,14 @@ impl Dispatcher {
             pipe.reset.reset();
             return;
         };
-        if let Err(fault) = stream::run(Rc::clone(&self.link), pipe, ip, self.deadline).await {
+        if let Err(fault) = stream::run(Rc::clone(&self.link), pipe, overlay, self.deadline).await {
             self.link.metrics().p2p.stream_refused(fault.reason());
         }
     }
 
-    /// `peer`'s IP and overlay once its handshake completed, waiting while one runs; `None`
-    /// when none completed and none runs.
-    async fn handshaken(&self, peer: PeerId) -> Option<(IpAddr, Hash)> {
+    /// `peer`'s overlay once its handshake completed, waiting while one runs; `None` when
+    /// none completed and none runs.
+    async fn handshaken(&self, peer: PeerId) -> Option<Hash> {
         loop {
             // Made before the check, so an end between the check and the wait is not lost.
             let ended = self.handshakes_ended.notified();

@@ -100,7 +100,12 @@ pub fn start(config: &BrokerConfig) -> Result<Option<(P2pHost, P2pService)>, Str
     .map_err(|error| format!("p2p.welcome_message: {error}"))?;
     let (host, events) =
         P2pHost::start(&host_config, keypair).map_err(|error| error.to_string())?;
-    let addrs: Vec<String> = host_config.listen.iter().map(ToString::to_string).collect();
+    // What a bee node is given to connect to (with the host's own address for 0.0.0.0).
+    let addrs: Vec<String> = host_config
+        .listen
+        .iter()
+        .map(|addr| format!("{addr}/p2p/{peer_id}"))
+        .collect();
     tracing::info!(
         %peer_id,
         %overlay,

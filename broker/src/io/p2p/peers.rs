@@ -166,11 +166,11 @@ impl Peers {
             .is_some_and(|state| state.stage == Stage::Handshaking)
     }
 
-    /// The IP and overlay of `peer` once its handshake completed; `None` before.
-    pub fn ready(&self, peer: &PeerId) -> Option<(IpAddr, Hash)> {
+    /// The overlay of `peer` once its handshake completed; `None` before.
+    pub fn ready(&self, peer: &PeerId) -> Option<Hash> {
         let state = self.peers.get(peer)?;
         match state.stage {
-            Stage::Ready { overlay } => Some((state.ip, overlay)),
+            Stage::Ready { overlay } => Some(overlay),
             Stage::Pending | Stage::Handshaking => None,
         }
     }
@@ -214,7 +214,7 @@ mod tests {
         );
         assert!(peers.begin_handshake(&peer).is_ok());
         peers.end_handshake(&peer, Some([7; 32]));
-        assert_eq!(peers.ready(&peer), Some((ip, [7; 32])));
+        assert_eq!(peers.ready(&peer), Some([7; 32]));
         assert_eq!(peers.running(ip), 0);
         assert!(peers.begin_handshake(&peer).is_ok());
         peers.closed(&peer);

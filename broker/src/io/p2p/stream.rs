@@ -1,17 +1,17 @@
 //! One `/swarm/pubsub/1.0.0/pubsub` stream as a BPS stream: bee's headers exchange (within
 //! the handshake deadline), then admission to this core like any connection (transport
-//! `p2p`, the per-peer bounds keyed by the libp2p peer's IP), the shared read loop over the
-//! stream's inbound channel (`PipeReader`) with length-delimited frames exactly as TCP reads
-//! them, and the p2p writer task. How it ends: a flushed stream closes its write side (a
+//! `p2p`, the per-peer bounds and the blocklist keyed by the bee node's overlay, as bee keys
+//! its peers), the shared read loop over the stream's inbound channel (`PipeReader`) with
+//! length-delimited frames exactly as TCP reads them, and the p2p writer task. How it ends: a flushed stream closes its write side (a
 //! FIN once everything queued is out), any other end resets the stream (a yamux RST).
 //! Never does: touch the shard or the machine (everything goes through the port and the
 //! link), or look at a frame.
 
-use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
 use bps_p2p::StreamPipe;
+use bps_proto::Hash;
 use monoio::io::Canceller;
 
 use super::exchange::{self, Fault, Incoming};
@@ -21,13 +21,13 @@ use crate::io::carrier::{self, WriteEnd};
 use crate::io::link::CoreLink;
 use crate::io::port::{Port, Transport};
 use crate::io::read_buffer::ReadBuffer;
-use crate::protocol::ClosedBy;
+use crate::protocol::{ClosedBy, PeerId};
 
-/// Runs one pubsub stream of a handshaken peer at `ip` to its end.
+/// Runs one pubsub stream of the handshaken peer with `overlay` to its end.
 pub async fn run(
     link: Rc<CoreLink>,
     pipe: StreamPipe,
-    ip: IpAddr,
+    overlay: Hash,
     deadline: Duration,
 ) -> Result<(), Fault> {
     let StreamPipe {
@@ -44,7 +44,8 @@ pub async fn run(
         if link.draining() {
             return Err(Fault::Admission);
         }
-        link.admit(ip, Transport::P2p).map_err(|_| Fault::Admission)
+        link.admit_peer(PeerId::overlay(overlay), Transport::P2p)
+            .map_err(|_| Fault::Admission)
     });
     let port = match admitted {
         Ok(port) => port,
