@@ -18,7 +18,7 @@ use libp2p::{
     identity::Keypair,
     ping,
     swarm::{
-        SwarmEvent,
+        ListenError, SwarmEvent,
         dial_opts::{DialOpts, PeerCondition},
     },
 };
@@ -28,6 +28,7 @@ use crate::{
     config::{ConfigError, P2pConfig},
     dial::{REDIAL_TICK, Redial},
     event::{EVENTS_QUEUED, HostEvent},
+    pending::PendingPerIpExceeded,
     pipe::{self, Direction, StreamCounts, StreamPipe},
     stats::HostStats,
     swarm::{self, Behaviour, BehaviourEvent},
@@ -330,6 +331,20 @@ impl Host {
         let _ = self.events.send(event).await;
     }
 
+    /// Counts an inbound connection a bound refused: the pending-per-IP bound or one of the
+    /// connection limits (`p2p.connections_max`, the pending inbound cap).
+    fn count_denial(&self, error: &ListenError) {
+        let ListenError::Denied { cause } = error else {
+            return;
+        };
+        let counter = if cause.downcast_ref::<PendingPerIpExceeded>().is_some() {
+            &self.stats.connections_refused_pending_per_ip
+        } else {
+            &self.stats.connections_refused_limit
+        };
+        HostStats::bump(counter);
+    }
+
     async fn on_swarm_event(&mut self, event: SwarmEvent<BehaviourEvent>) {
         let reported = match event {
             SwarmEvent::Behaviour(BehaviourEvent::Identify(event)) => identified(event),
@@ -394,10 +409,13 @@ impl Host {
                 send_back_addr,
                 error,
                 ..
-            } => HostEvent::IncomingFailed {
-                remote: send_back_addr,
-                error: error.to_string(),
-            },
+            } => {
+                self.count_denial(&error);
+                HostEvent::IncomingFailed {
+                    remote: send_back_addr,
+                    error: error.to_string(),
+                }
+            }
             _ => return None,
         })
     }

@@ -16,6 +16,10 @@ pub struct HostStats {
     pub streams_refused: AtomicU64,
     /// Connections closed because their ping timed out (the peer is gone or stuck).
     pub ping_timeouts: AtomicU64,
+    /// Inbound connections refused at `max_connections` or the pending inbound cap.
+    pub connections_refused_limit: AtomicU64,
+    /// Inbound connections refused at `max_pending_per_ip` (one IP's upgrades).
+    pub connections_refused_pending_per_ip: AtomicU64,
 }
 
 impl HostStats {

@@ -1,7 +1,8 @@
 //! Two hosts in one process on 127.0.0.1: a stream carries bytes both ways unchanged,
 //! identify and ping run, a flood of streams on one connection is reset and counted while
 //! the connection stays usable, an unread stream stops its writer instead of dropping
-//! bytes, and a configured peer is dialed.
+//! bytes, a configured peer is dialed, and connections over the connection bound or the
+//! pending-per-IP bound are refused and counted.
 
 use std::{num::NonZeroU32, path::PathBuf, time::Duration};
 
@@ -309,4 +310,68 @@ async fn a_configured_peer_lost_is_dialed_again() {
     b_again.listen = vec![b_addr];
     let _b_again = start(b_again).await;
     next(&mut a_events, established).await;
+}
+
+/// Polls `counter` until it is at least `at_least`, within the deadline.
+async fn counted(counter: &std::sync::atomic::AtomicU64, at_least: u64) {
+    let reached = async {
+        while HostStats::get(counter) < at_least {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(DEADLINE, reached)
+        .await
+        .expect("the counter did not reach its figure before the deadline");
+}
+
+#[tokio::test]
+async fn a_connection_over_the_bound_is_refused_and_counted_and_the_first_stays() {
+    let mut b_config = config("limit-b");
+    b_config.max_connections = NonZeroU32::new(1).unwrap();
+    let mut a = start(config("limit-a")).await;
+    let mut b = start(b_config).await;
+    let c = start(config("limit-c")).await;
+    connect(&mut a, &mut b).await;
+    c.host.handle().dial(p2p_addr(&b)).await.unwrap();
+    counted(&b.host.stats().connections_refused_limit, 1).await;
+    assert_eq!(
+        HostStats::get(&b.host.stats().connections_refused_pending_per_ip),
+        0
+    );
+    // The connection within the bound still carries a stream.
+    let mut pipe = a
+        .host
+        .handle()
+        .open_stream(b.host.peer_id(), StreamProtocol::new(PUBSUB))
+        .await
+        .unwrap();
+    echo(inbound_stream(&mut b.events).await);
+    let data = pattern(10_000);
+    assert!(round_trip(&mut pipe, &data).await == data);
+}
+
+#[tokio::test]
+async fn connections_over_the_pending_per_ip_bound_are_refused_and_counted() {
+    let mut b_config = config("pending-b");
+    b_config.max_pending_per_ip = NonZeroU32::new(2).unwrap();
+    let b = start(b_config).await;
+    let port = b
+        .addr
+        .iter()
+        .find_map(|part| match part {
+            bps_p2p::Protocol::Tcp(port) => Some(port),
+            _ => None,
+        })
+        .unwrap();
+    // Plain TCP connections that never speak multistream-select stay in the upgrade.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap(),
+        );
+    }
+    counted(&b.host.stats().connections_refused_pending_per_ip, 2).await;
+    assert_eq!(HostStats::get(&b.host.stats().connections_refused_limit), 0);
 }

@@ -488,6 +488,8 @@ fn p2p_host_figures(stats: &bps_p2p::HostStats) -> crate::metrics::P2pHostFigure
         streams_outbound: read(&stats.streams_outbound),
         streams_refused: read(&stats.streams_refused),
         ping_timeouts: read(&stats.ping_timeouts),
+        connections_refused_limit: read(&stats.connections_refused_limit),
+        connections_refused_pending_per_ip: read(&stats.connections_refused_pending_per_ip),
     }
 }
 

@@ -44,6 +44,10 @@ pub struct P2pHostFigures {
     pub streams_refused: u64,
     /// Connections closed because their ping timed out.
     pub ping_timeouts: u64,
+    /// Inbound connections refused at `p2p.connections_max`.
+    pub connections_refused_limit: u64,
+    /// Inbound connections refused at `p2p.pending_handshakes_per_ip_max`.
+    pub connections_refused_pending_per_ip: u64,
 }
 
 /// The verification pool's totals since start, read from its shared statistics at scrape.

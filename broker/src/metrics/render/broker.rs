@@ -48,7 +48,7 @@ const MEMORY_GAUGES: [Family<BrokerGauges>; 5] = [
 ];
 
 /// The libp2p host's counters: name, help and the figure, in export order.
-const P2P_HOST_COUNTERS: [Family<P2pHostFigures>; 4] = [
+const P2P_HOST_COUNTERS: [Family<P2pHostFigures>; 6] = [
     (
         "bps_p2p_host_streams_inbound_total",
         "Streams libp2p peers opened on a protocol the broker serves, handed to core 0.",
@@ -68,6 +68,16 @@ const P2P_HOST_COUNTERS: [Family<P2pHostFigures>; 4] = [
         "bps_p2p_host_ping_timeouts_total",
         "libp2p connections closed because their ping timed out.",
         |host| host.ping_timeouts,
+    ),
+    (
+        "bps_p2p_host_connections_refused_limit_total",
+        "Inbound libp2p connections refused at p2p.connections_max (or the host's pending inbound cap).",
+        |host| host.connections_refused_limit,
+    ),
+    (
+        "bps_p2p_host_connections_refused_pending_per_ip_total",
+        "Inbound libp2p connections refused because their IP had p2p.pending_handshakes_per_ip_max upgrading.",
+        |host| host.connections_refused_pending_per_ip,
     ),
 ];
 
