@@ -57,6 +57,9 @@ pub enum Command {
     CheckConfig(CheckConfigArgs),
     /// Watch a running broker live: cores, memory, busiest cohorts (docs/TOP.md).
     Top(TopArgs),
+    /// Print the libp2p peer id, the Swarm overlay and the addresses to give bee nodes,
+    /// creating the key files of the config when absent (docs/LIBP2P.md).
+    P2pIdentity(ConfigArgs),
 }
 
 /// The flags of `top`.

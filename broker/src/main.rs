@@ -39,6 +39,7 @@ fn main() -> ExitCode {
         Command::Run(args) => lifecycle::run(&args.sources(), start),
         Command::CheckConfig(args) => lifecycle::check_config(&args.sources()),
         Command::Top(args) => top::run(&args.options()),
+        Command::P2pIdentity(args) => lifecycle::p2p_identity(&args.sources()),
     };
     ExitCode::from(code)
 }

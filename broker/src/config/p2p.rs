@@ -41,6 +41,17 @@ pub enum P2pMode {
     Full,
 }
 
+impl P2pMode {
+    /// The name as the config writes it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            P2pMode::Light => "light",
+            P2pMode::Full => "full",
+        }
+    }
+}
+
 impl P2pSection {
     /// The listen addresses, parsed (`errors` reports the ones that do not parse).
     #[must_use]

@@ -55,6 +55,8 @@ mod tcp;
 mod thread_cpu;
 mod ws;
 
+pub use p2p::describe_identity;
+
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! Owns: `run` and its start-up as named steps (`start_and_serve`: config, logging, host
 //! facts, host checks, signal handlers, the broker and its admin server, the listening line),
 //! `serve` (the main thread's loop from "listening" to "drained": SIGHUP reloads,
-//! SIGTERM/SIGINT drains), `drain`, `listening_line`, `check_config`, and the `Service` trait
+//! SIGTERM/SIGINT drains), `drain`, `listening_line`, `check_config`, `p2p_identity`, and the `Service` trait
 //! through which it drives the running broker (`main.rs` implements it over `io::Broker`).
 //! The concepts those steps use are one file each: `logging` (the tracing subscriber),
 //! `host` (the host's facts and the startup checks), `signals` (the signal thread), `reload`
@@ -366,6 +366,30 @@ pub fn check_config(sources: &ConfigSources) -> u8 {
     println!("config ok");
     print!("{}", config.to_toml());
     0
+}
+
+/// `p2p-identity`: 0 with the libp2p identity on stdout (`io::describe_identity`), or 1 with
+/// the config's errors or the key files' on stderr.
+#[must_use]
+pub fn p2p_identity(sources: &ConfigSources) -> u8 {
+    let config = match BrokerConfig::load_from_process_env(sources) {
+        Ok(config) => config,
+        Err(errors) => return refuse_config(&errors),
+    };
+    let errors = config.validate();
+    if !errors.is_empty() {
+        return refuse_config(&errors);
+    }
+    match crate::io::describe_identity(&config) {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            1
+        }
+    }
 }
 
 #[cfg(test)]

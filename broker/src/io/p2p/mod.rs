@@ -39,10 +39,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bps_bee::{Identity, LocalNode, NONCE_BYTES};
-use bps_p2p::{HostEvent, P2pHost};
+use bps_p2p::{HostEvent, P2pHost, PeerId};
 use tokio::sync::mpsc;
 
-use crate::config::{BrokerConfig, P2pMode};
+use crate::config::{BrokerConfig, P2pMode, P2pSection};
 use crate::io::link::CoreLink;
 use dispatch::Dispatcher;
 use peers::Peers;
@@ -68,6 +68,71 @@ impl std::fmt::Debug for P2pService {
     }
 }
 
+/// The broker's two libp2p-side identities, read from their key files.
+struct Keys {
+    keypair: bps_p2p::Keypair,
+    identity: Identity,
+    /// The key files this load created (they were absent), to report.
+    created: Vec<String>,
+}
+
+/// Reads the libp2p key and the Swarm key of `section`, creating each (mode 0600) when its
+/// file is absent.
+fn load_keys(section: &P2pSection) -> Result<Keys, String> {
+    let host_config = section.host_config();
+    let mut created = Vec::new();
+    let (keypair, new_libp2p) =
+        bps_p2p::load_or_create(&host_config.key_path).map_err(|error| error.to_string())?;
+    if new_libp2p {
+        created.push(host_config.key_path.display().to_string());
+    }
+    let (swarm_key, new_swarm) =
+        identity::load_or_create_swarm_key(Path::new(&section.swarm_key_file))?;
+    if new_swarm {
+        created.push(section.swarm_key_file.clone());
+    }
+    let identity = Identity::new(&swarm_key, [0; NONCE_BYTES], section.network_id)
+        .map_err(|error| format!("swarm key: {error}"))?;
+    Ok(Keys {
+        keypair,
+        identity,
+        created,
+    })
+}
+
+/// The addresses a bee node is given: each listen address with `/p2p/<peer id>`.
+fn dial_addresses(section: &P2pSection, peer_id: PeerId) -> Vec<String> {
+    section
+        .host_config()
+        .listen
+        .iter()
+        .map(|addr| format!("{addr}/p2p/{peer_id}"))
+        .collect()
+}
+
+/// `bps-broker p2p-identity`: the peer id, the overlay and the addresses to give bee nodes,
+/// from the configured key files (created when absent, as at start), one `name value` line
+/// each; the files it created on stderr.
+pub fn describe_identity(config: &BrokerConfig) -> Result<String, String> {
+    let section = &config.p2p;
+    let keys = load_keys(section)?;
+    for path in &keys.created {
+        eprintln!("created {path} (mode 0600)");
+    }
+    let peer_id = keys.keypair.public().to_peer_id();
+    let mut text = format!(
+        "peer_id {peer_id}\noverlay {}\nnetwork_id {}\nmode {}\nenabled {}\n",
+        hex::encode(keys.identity.overlay()),
+        section.network_id,
+        section.mode.name(),
+        section.enabled,
+    );
+    for address in dial_addresses(section, peer_id) {
+        text.push_str(&format!("address {address}\n"));
+    }
+    Ok(text)
+}
+
 /// Starts the libp2p host when `p2p.enabled`: the keys (created when absent), the host on its
 /// thread, and the service core 0 runs. Logs the peer id, the overlay and the addresses.
 pub fn start(config: &BrokerConfig) -> Result<Option<(P2pHost, P2pService)>, String> {
@@ -75,19 +140,15 @@ pub fn start(config: &BrokerConfig) -> Result<Option<(P2pHost, P2pService)>, Str
     if !section.enabled {
         return Ok(None);
     }
+    let Keys {
+        keypair,
+        identity,
+        created,
+    } = load_keys(section)?;
+    for path in created {
+        tracing::info!(%path, "p2p: created a key file");
+    }
     let host_config = section.host_config();
-    let (keypair, created) =
-        bps_p2p::load_or_create(&host_config.key_path).map_err(|error| error.to_string())?;
-    if created {
-        tracing::info!(path = %host_config.key_path.display(), "p2p: created a libp2p key");
-    }
-    let (swarm_key, created) =
-        identity::load_or_create_swarm_key(Path::new(&section.swarm_key_file))?;
-    if created {
-        tracing::info!(path = %section.swarm_key_file, "p2p: created a Swarm key");
-    }
-    let identity = Identity::new(&swarm_key, [0; NONCE_BYTES], section.network_id)
-        .map_err(|error| format!("swarm key: {error}"))?;
     let overlay = hex::encode(identity.overlay());
     let peer_id = keypair.public().to_peer_id();
     let node = LocalNode::new(
@@ -100,18 +161,12 @@ pub fn start(config: &BrokerConfig) -> Result<Option<(P2pHost, P2pService)>, Str
     .map_err(|error| format!("p2p.welcome_message: {error}"))?;
     let (host, events) =
         P2pHost::start(&host_config, keypair).map_err(|error| error.to_string())?;
-    // What a bee node is given to connect to (with the host's own address for 0.0.0.0).
-    let addrs: Vec<String> = host_config
-        .listen
-        .iter()
-        .map(|addr| format!("{addr}/p2p/{peer_id}"))
-        .collect();
     tracing::info!(
         %peer_id,
         %overlay,
         network_id = section.network_id,
-        listen = %addrs.join(","),
-        mode = ?section.mode,
+        listen = %dial_addresses(section, peer_id).join(","),
+        mode = section.mode.name(),
         "p2p host started"
     );
     let service = P2pService {
