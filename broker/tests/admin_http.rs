@@ -136,7 +136,16 @@ impl AdminBackend for Fake {
                     batches: 3,
                     ..Default::default()
                 }),
-                p2p_host: None,
+                p2p_host: Some(bps_broker::metrics::P2pHostFigures {
+                    connections_refused_limit: 2,
+                    identity: std::sync::Arc::new(bps_broker::metrics::P2pIdentity {
+                        mode: "light",
+                        network_id: 10,
+                        peer_id: "QmPeer".to_owned(),
+                        overlay: "ab".repeat(32),
+                    }),
+                    ..Default::default()
+                }),
             },
         }
     }
@@ -244,6 +253,11 @@ fn metrics_are_prometheus_text() {
     assert!(body.contains("bps_verify_pool_jobs_total 12\n"));
     assert!(body.contains("bps_verify_pool_batches_total 3\n"));
     assert!(body.contains("bps_verify_pool_batch_failures_total 0\n"));
+    assert!(body.contains("bps_p2p_host_connections_refused_limit_total 2\n"));
+    assert!(body.contains(&format!(
+        "bps_p2p_info{{mode=\"light\",network_id=\"10\",peer_id=\"QmPeer\",overlay=\"{}\"}} 1\n",
+        "ab".repeat(32)
+    )));
     server.stop();
 }
 

@@ -257,8 +257,8 @@ pub struct Broker {
     listen_addr: SocketAddr,
     ws_addr: Option<SocketAddr>,
     driver: &'static str,
-    /// The libp2p host when `p2p.enabled`; dropped (stopped) with the broker.
-    p2p: Option<bps_p2p::P2pHost>,
+    /// The libp2p host when `p2p.enabled` and who it is; dropped (stopped) with the broker.
+    p2p: Option<(bps_p2p::P2pHost, Arc<crate::metrics::P2pIdentity>)>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -285,7 +285,7 @@ impl Broker {
         let (listeners, listen_addr) = bind("server.listen", config.server.listen, cores)?;
         let (ws_listeners, ws_addr) = bind_ws(config, cores)?;
         let (p2p_host, mut p2p_service) = match p2p::start(config).map_err(StartError::P2p)? {
-            Some((host, service)) => (Some(host), Some(service)),
+            Some((host, service, identity)) => (Some((host, Arc::new(identity))), Some(service)),
             None => (None, None),
         };
 
@@ -357,7 +357,10 @@ impl Broker {
         Arc::new(Backend {
             shared: Arc::clone(&self.shared),
             driver: self.driver,
-            p2p_stats: self.p2p.as_ref().map(bps_p2p::P2pHost::shared_stats),
+            p2p: self
+                .p2p
+                .as_ref()
+                .map(|(host, identity)| (host.shared_stats(), Arc::clone(identity))),
         })
     }
 
@@ -483,7 +486,10 @@ fn shared_state(
 }
 
 /// The libp2p host's totals for a scrape.
-fn p2p_host_figures(stats: &bps_p2p::HostStats) -> crate::metrics::P2pHostFigures {
+fn p2p_host_figures(
+    stats: &bps_p2p::HostStats,
+    identity: &Arc<crate::metrics::P2pIdentity>,
+) -> crate::metrics::P2pHostFigures {
     let read = bps_p2p::HostStats::get;
     crate::metrics::P2pHostFigures {
         streams_inbound: read(&stats.streams_inbound),
@@ -492,6 +498,7 @@ fn p2p_host_figures(stats: &bps_p2p::HostStats) -> crate::metrics::P2pHostFigure
         ping_timeouts: read(&stats.ping_timeouts),
         connections_refused_limit: read(&stats.connections_refused_limit),
         connections_refused_pending_per_ip: read(&stats.connections_refused_pending_per_ip),
+        identity: Arc::clone(identity),
     }
 }
 
@@ -679,8 +686,8 @@ fn inject_panic(core: CoreId) {
 struct Backend {
     shared: Arc<Shared>,
     driver: &'static str,
-    /// The libp2p host's counters when it runs.
-    p2p_stats: Option<Arc<bps_p2p::HostStats>>,
+    /// The libp2p host's counters and identity when it runs.
+    p2p: Option<(Arc<bps_p2p::HostStats>, Arc<crate::metrics::P2pIdentity>)>,
 }
 
 impl Backend {
@@ -781,7 +788,10 @@ impl AdminBackend for Backend {
                     .collect(),
                 ready: self.ready(),
                 verify_pool: self.shared.pool_stats.as_deref().map(pool_figures),
-                p2p_host: self.p2p_stats.as_deref().map(p2p_host_figures),
+                p2p_host: self
+                    .p2p
+                    .as_ref()
+                    .map(|(stats, identity)| p2p_host_figures(stats, identity)),
             },
         }
     }

@@ -3,7 +3,7 @@
 //! the peer ledger's counts (peers attached and blocklisted, trusted relays), the verification
 //! pool's totals and the libp2p host's.
 //!
-//! Owns: `BrokerGauges`, `VerifyPoolFigures` and `P2pHostFigures`, the figures the I/O
+//! Owns: `BrokerGauges`, `VerifyPoolFigures`, `P2pHostFigures` and `P2pIdentity`, the figures the I/O
 //! layer reads at scrape.
 //! Never does: render; `render::broker` writes these families.
 
@@ -48,6 +48,18 @@ pub struct P2pHostFigures {
     pub connections_refused_limit: u64,
     /// Inbound connections refused at `p2p.pending_handshakes_per_ip_max`.
     pub connections_refused_pending_per_ip: u64,
+    /// Who the host is, for `bps_p2p_info`.
+    pub identity: std::sync::Arc<P2pIdentity>,
+}
+
+/// The libp2p identity and mode the broker runs with (`bps_p2p_info`'s labels).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct P2pIdentity {
+    pub mode: &'static str,
+    pub network_id: u64,
+    pub peer_id: String,
+    /// The overlay, 64 hex digits.
+    pub overlay: String,
 }
 
 /// The verification pool's totals since start, read from its shared statistics at scrape.

@@ -32,7 +32,7 @@ mod protocol;
 mod render;
 mod stages;
 
-pub use self::broker::{BrokerGauges, P2pHostFigures, VerifyPoolFigures};
+pub use self::broker::{BrokerGauges, P2pHostFigures, P2pIdentity, VerifyPoolFigures};
 pub use self::core::{
     CoreMetrics, FRAMES_PER_WRITE_BUCKETS, LATENCY_BUCKETS, PerTransport, WS_CARRIER_CLOSES,
     WS_ENDPOINTS, WS_HTTP_STATUSES, WsMetrics,

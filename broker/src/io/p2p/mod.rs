@@ -44,6 +44,7 @@ use tokio::sync::mpsc;
 
 use crate::config::{BrokerConfig, P2pMode, P2pSection};
 use crate::io::link::CoreLink;
+use crate::metrics::P2pIdentity;
 use dispatch::Dispatcher;
 use peers::Peers;
 
@@ -135,7 +136,7 @@ pub fn describe_identity(config: &BrokerConfig) -> Result<String, String> {
 
 /// Starts the libp2p host when `p2p.enabled`: the keys (created when absent), the host on its
 /// thread, and the service core 0 runs. Logs the peer id, the overlay and the addresses.
-pub fn start(config: &BrokerConfig) -> Result<Option<(P2pHost, P2pService)>, String> {
+pub fn start(config: &BrokerConfig) -> Result<Option<(P2pHost, P2pService, P2pIdentity)>, String> {
     let section = &config.p2p;
     if !section.enabled {
         return Ok(None);
@@ -163,7 +164,7 @@ pub fn start(config: &BrokerConfig) -> Result<Option<(P2pHost, P2pService)>, Str
         P2pHost::start(&host_config, keypair).map_err(|error| error.to_string())?;
     tracing::info!(
         %peer_id,
-        %overlay,
+        overlay = %overlay,
         network_id = section.network_id,
         listen = %dial_addresses(section, peer_id).join(","),
         mode = section.mode.name(),
@@ -177,7 +178,13 @@ pub fn start(config: &BrokerConfig) -> Result<Option<(P2pHost, P2pService)>, Str
         deadline: section.handshake_deadline(),
         pending_max: section.pending_handshakes_per_ip_max,
     };
-    Ok(Some((host, service)))
+    let labels = P2pIdentity {
+        mode: section.mode.name(),
+        network_id: section.network_id,
+        peer_id: peer_id.to_string(),
+        overlay,
+    };
+    Ok(Some((host, service, labels)))
 }
 
 /// Takes the host's events on this core until the host stops.

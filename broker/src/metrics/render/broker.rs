@@ -8,7 +8,7 @@
 
 use super::text::{family, line};
 use crate::budget::MemoryBudget;
-use crate::metrics::{BrokerGauges, P2pHostFigures, VerifyPoolFigures};
+use crate::metrics::{BrokerGauges, P2pHostFigures, P2pIdentity, VerifyPoolFigures};
 use bps_core::LedgerSnapshot;
 
 /// One family of a table: its name, its help text, and its one sample's value read off `T`.
@@ -206,7 +206,28 @@ pub(super) fn render_broker(out: &mut String, broker: &BrokerGauges) {
             family(out, name, "counter", help);
             line(out, name, &[], &value(host).to_string());
         }
+        render_p2p_info(out, &host.identity);
     }
+}
+
+/// `bps_p2p_info`: 1, labelled with the mode, the network and the identity bee nodes see
+/// (join on it to split the p2p families by mode).
+fn render_p2p_info(out: &mut String, identity: &P2pIdentity) {
+    let name = "bps_p2p_info";
+    family(
+        out,
+        name,
+        "gauge",
+        "The libp2p carrier's mode (p2p.mode), network id, peer id and overlay; always 1.",
+    );
+    let network_id = identity.network_id.to_string();
+    let labels = [
+        ("mode", identity.mode),
+        ("network_id", network_id.as_str()),
+        ("peer_id", identity.peer_id.as_str()),
+        ("overlay", identity.overlay.as_str()),
+    ];
+    line(out, name, &labels, "1");
 }
 
 /// `bps_memory_worst_case_term_bytes{term}`: the worst case of each term of the budget.
