@@ -282,7 +282,7 @@ fn check_counters(broker: &P2pBroker, direction: &str) {
 async fn p2pd_dials(security: Security, topic: u8) {
     let name = format!("dials-{security:?}");
     let (bee, _dir) = BeeNode::start(&format!("{name}-bee"), security).await;
-    let broker = start_broker(&name, "full", None, "");
+    let broker = start_broker(&name, "full", &[], "");
     bee.daemon.connect(broker.peer, &broker.addr).await;
     let stream = bee
         .daemon
@@ -315,7 +315,7 @@ async fn broker_dials(security: Security, topic: u8) {
         .handle(&dir.join("handshake.sock"), &[HANDSHAKE_PROTOCOL])
         .await;
     let target = bee.daemon.addr.clone().with(Protocol::P2p(bee.daemon.peer));
-    let broker = start_broker(&name, "light", Some(&target), "");
+    let broker = start_broker(&name, "light", &[target], "");
     let accepted = tokio::time::timeout(STEP_DEADLINE, p2pd::accept_stream(&handler));
     let (protocol, stream) = accepted.await.expect("the broker's handshake stream");
     assert_eq!(protocol, HANDSHAKE_PROTOCOL);
@@ -366,7 +366,7 @@ async fn tls_the_broker_dials_p2pd_in_light_mode() {
 #[ignore = "needs the go-libp2p daemon: scripts/p2p-interop"]
 async fn a_connection_idle_for_two_minutes_still_carries_a_publication() {
     let (bee, _dir) = BeeNode::start("idle-bee", Security::Noise).await;
-    let broker = start_broker("idle", "full", None, "");
+    let broker = start_broker("idle", "full", &[], "");
     bee.daemon.connect(broker.peer, &broker.addr).await;
     let mut wire = Wire::new(
         bee.daemon

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use bps_bee::{
     HANDSHAKE_PROTOCOL, Handshake, Identity, LocalNode, Peer, Step, empty_headers, read_headers,
 };
-use bps_p2p::{HostEvent, Multiaddr, P2pConfig, P2pHost, PeerId, StreamPipe, StreamProtocol};
+use bps_p2p::{
+    HostEvent, Multiaddr, P2pConfig, P2pHost, PeerId, Protocol, StreamPipe, StreamProtocol,
+};
 use bps_proto::{Spec, decode_ack, encode_frame, next_frame};
 use bps_verify::SigningKey;
 use bytes::{Bytes, BytesMut};
@@ -100,6 +102,54 @@ impl Bee {
         self.runtime
             .block_on(drive(&mut pipe, handshake, Some(syn)))
             .expect("handshake completed")
+    }
+
+    /// Where the host listens, with its peer id: how a light broker dials it.
+    pub fn listening(&mut self) -> Multiaddr {
+        let peer = self.host.peer_id();
+        self.wait_for(|event| match event {
+            HostEvent::Listening { address } => Some(address.with(Protocol::P2p(peer))),
+            _ => None,
+        })
+    }
+
+    /// Dials the broker once (no redial: the node is not configured with it) and waits for
+    /// the connection.
+    pub fn dial_once(&mut self, broker: &P2pBroker) {
+        let target = broker.addr.clone().with(Protocol::P2p(broker.peer));
+        self.runtime
+            .block_on(self.host.handle().dial(target))
+            .expect("the bee host runs");
+        self.connected(broker.peer);
+    }
+
+    /// The broker dialed us and leads the handshake: its stream arrives and we respond.
+    pub fn respond_handshake(&mut self, broker: &P2pBroker) -> Peer {
+        let mut pipe = self.handshake_stream();
+        let remote = std::slice::from_ref(&broker.addr);
+        let handshake = Handshake::respond(Arc::clone(&self.node), broker.peer, remote);
+        self.runtime
+            .block_on(drive(&mut pipe, handshake, None))
+            .expect("handshake completed")
+    }
+
+    /// The next handshake stream the broker opens to us.
+    pub fn handshake_stream(&mut self) -> StreamPipe {
+        self.wait_for(|event| match event {
+            HostEvent::StreamOpened(pipe) if pipe.protocol.as_ref() == HANDSHAKE_PROTOCOL => {
+                Some(pipe)
+            }
+            _ => None,
+        })
+    }
+
+    /// Whether the host reported a connection to `to` closed, among the events not read yet.
+    pub fn lost(&mut self, to: PeerId) -> bool {
+        let mut lost = false;
+        while let Ok(event) = self.events.try_recv() {
+            lost |= matches!(event, HostEvent::ConnectionClosed { peer, .. } if peer == to);
+        }
+        lost
     }
 
     /// A pubsub stream after bee's headers exchange (we opened it: our headers first).

@@ -50,22 +50,23 @@ pub struct P2pBroker {
     pub dir: PathBuf,
 }
 
-/// Starts the broker with `[p2p]` as given (`extra`: more lines of it, then maybe other
-/// sections): its libp2p key made here first, so its peer id is known; it listens on a free
-/// loopback port.
-pub fn start_broker(name: &str, mode: &str, dial: Option<&Multiaddr>, extra: &str) -> P2pBroker {
+/// Starts the broker with `[p2p]` as given (`dial`: the peers a light broker dials; `extra`:
+/// more lines of the section, then maybe other sections): its libp2p key made here first, so
+/// its peer id is known; it listens on a free loopback port.
+pub fn start_broker(name: &str, mode: &str, dial: &[Multiaddr], extra: &str) -> P2pBroker {
     let dir = temp_dir(name);
     let key_path = dir.join("libp2p.key");
     let (keypair, _) = bps_p2p::load_or_create(&key_path).expect("broker key");
     let peer = keypair.public().to_peer_id();
     let port = free_port();
-    let dial = dial.map_or(String::new(), |addr| format!("\"{addr}\""));
+    let dial: Vec<String> = dial.iter().map(|addr| format!("\"{addr}\"")).collect();
     let config = format!(
         "[p2p]\nenabled = true\nlisten = [\"/ip4/127.0.0.1/tcp/{port}\"]\nmode = \"{mode}\"\n\
          network_id = {NETWORK}\nswarm_key_file = \"{}\"\nlibp2p_key_file = \"{}\"\n\
-         dial = [{dial}]\nwelcome_message = \"bps\"\n{extra}\n",
+         dial = [{}]\nwelcome_message = \"bps\"\n{extra}\n",
         dir.join("swarm.key").display(),
         key_path.display(),
+        dial.join(", "),
     );
     let config_path = dir.join("broker.toml");
     std::fs::write(&config_path, config).expect("config");
