@@ -4,9 +4,8 @@
 //! runs, a `/swarm/pubsub/1.0.0/pubsub` stream does bee's headers exchange and then BPS as
 //! TCP carries it, and a TCP subscriber of the same cohort receives the bee node's
 //! publication byte for byte. Also: a pubsub stream before the handshake is reset, one
-//! opened while the handshake runs waits for it, a connection with no handshake is closed at
-//! the deadline, and a subscriber that reads nothing is reset. The refusals of bad input,
-//! each costing its culprit alone, are in `p2p_bee_faults`.
+//! opened while the handshake runs waits for it, and a subscriber that reads nothing is reset.
+//! The refusals of bad input, each costing its culprit alone, are in `p2p_bee_faults`.
 
 mod p2p;
 mod support;
@@ -18,7 +17,7 @@ use bps_bee::{
     HANDSHAKE_PROTOCOL, HIVE_PROTOCOL, Handshake, PRICING_PROTOCOL, Step, empty_headers,
     read_headers, write_message,
 };
-use bps_p2p::{HostEvent, Protocol};
+use bps_p2p::Protocol;
 use bps_proto::{Status, decode_ack, encode_frame};
 use bytes::{Bytes, BytesMut};
 use p2p::bee::{Bee, publish_and_check, publish_over_p2p, read_until};
@@ -179,38 +178,6 @@ fn a_pubsub_stream_opened_while_the_handshake_runs_waits_for_its_end() {
             .broker
             .metric("bps_p2p_streams_refused_total{reason=\"no_handshake\"}"),
         0
-    );
-}
-
-#[test]
-fn a_connection_without_a_handshake_is_closed_at_the_deadline() {
-    let broker = start_broker("idle", "full", &[], "handshake_deadline_ms = 300");
-    let mut bee = Bee::start(
-        "idle-bee",
-        NETWORK,
-        vec![broker.addr.clone().with(Protocol::P2p(broker.peer))],
-    );
-    bee.connected(broker.peer);
-    // A handshake stream that never says anything is reset at the deadline too.
-    let mut pipe = bee.open(broker.peer, HANDSHAKE_PROTOCOL);
-    assert!(bee.ends(&mut pipe), "the silent handshake was reset");
-    broker.broker.wait_metric(
-        "bps_p2p_handshakes_total{outcome=\"failed\",reason=\"deadline\"}",
-        1,
-    );
-    bee.wait_for(|event| match event {
-        HostEvent::ConnectionClosed { peer, .. } if peer == broker.peer => Some(()),
-        _ => None,
-    });
-    // The bee node redials (it is configured to); doing nothing, it is closed again.
-    bee.connected(broker.peer);
-    bee.wait_for(|event| match event {
-        HostEvent::ConnectionClosed { peer, .. } if peer == broker.peer => Some(()),
-        _ => None,
-    });
-    broker.broker.wait_metric(
-        "bps_p2p_handshakes_total{outcome=\"failed\",reason=\"unhandshaken\"}",
-        1,
     );
 }
 

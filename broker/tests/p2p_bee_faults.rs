@@ -7,7 +7,8 @@
 //!
 //! Handshake faults (a peer on another network, a record signed in the future, a record
 //! whose signature does not recover to its overlay, a message over bee's cap, a SynAck that
-//! observed another peer id) reset the handshake stream and close that connection; a
+//! observed another peer id, silence until the deadline) reset the handshake stream and
+//! close that connection, as does a connection with no handshake at the deadline; a
 //! pubsub frame over `limits.frame_bytes_max` resets its stream alone; streams beyond
 //! `p2p.streams_per_connection_max` on one connection are reset and counted, the
 //! connection's others untouched.
@@ -34,6 +35,9 @@ use support::{body_of, explicit, key, recv};
 const FRAME_BYTES_MAX: usize = 8192;
 /// Streams one connection may hold in the flood case: few, so the flood is short.
 const STREAMS_PER_CONNECTION_MAX: usize = 4;
+/// The handshake deadline of the silent case: short, so the test is, yet ample for the
+/// bystander's handshake right after its connection.
+const HANDSHAKE_DEADLINE_MS: u64 = 1000;
 /// The Swarm key of every bystander bee node (culprits use `Bee::start`'s).
 const BYSTANDER_KEY: u8 = 76;
 
@@ -149,6 +153,29 @@ fn a_record_whose_signature_does_not_recover_to_its_overlay_is_refused() {
         record.overlay = Bytes::copy_from_slice(&other.overlay());
         ack
     });
+}
+
+#[test]
+fn a_connection_without_a_handshake_is_closed_at_the_deadline() {
+    let deadline = format!("handshake_deadline_ms = {HANDSHAKE_DEADLINE_MS}");
+    let broker = start_broker("silent", "full", &[], &deadline);
+    let mut bystander = bystander(&broker, "silent-ok");
+    let mut bee = Bee::start(
+        "silent-bad",
+        NETWORK,
+        vec![broker.addr.clone().with(Protocol::P2p(broker.peer))],
+    );
+    bee.connected(broker.peer);
+    // A handshake stream that never says anything is reset at the deadline too.
+    let mut pipe = bee.open(broker.peer, HANDSHAKE_PROTOCOL);
+    assert!(bee.ends(&mut pipe), "the silent handshake was reset");
+    broker.broker.wait_metric(&failed("deadline"), 1);
+    closed(&mut bee, broker.peer);
+    // The bee node redials (it is configured to); doing nothing, it is closed again.
+    bee.connected(broker.peer);
+    closed(&mut bee, broker.peer);
+    broker.broker.wait_metric(&failed("unhandshaken"), 1);
+    only_the_culprit_paid(&broker, &mut bystander, 5);
 }
 
 #[test]
