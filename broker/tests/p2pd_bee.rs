@@ -187,7 +187,7 @@ async fn control_streams(bee: &BeeNode, broker: &P2pBroker) {
     }
 }
 
-/// A pubsub stream joined to `spec` as `addr`, its Ack read.
+/// A pubsub stream with its Join of `spec` as `addr` sent (the Ack not read yet).
 async fn join(bee: &BeeNode, broker: PeerId, spec: &Spec, addr: &bps_proto::Address) -> Wire {
     let mut wire = bee.open(broker, PUBSUB).await;
     wire.send(&encode_frame(&spec.to_join(addr))).await;
