@@ -1,6 +1,6 @@
 //! Interop with an independent libp2p: the go-libp2p daemon `p2pd` (as bee runs go-libp2p),
-//! driven over its control socket (protobuf, varint-delimited, on a unix socket), with a
-//! P-256 identity like bee's. For Noise alone and for TLS alone, and each dial direction:
+//! driven over its control socket (the client in `support/p2pd.rs`), with a P-256 identity
+//! like bee's. For Noise alone and for TLS alone, and each dial direction:
 //! the connection comes up, identify runs both ways, pings are answered both ways, and a
 //! `/swarm/pubsub/1.0.0/pubsub` stream carries bytes both ways byte-identical (an echo).
 //!
@@ -9,20 +9,21 @@
 //! dropping them, never by a half-close: p2pd resets a stream whose other side half-closes,
 //! which is p2pd's behaviour, not a fault.
 
+#[path = "support/p2pd.rs"]
+mod p2pd;
+
 use std::{
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
     time::Duration,
 };
 
 use bps_p2p::{
-    Direction, HostEvent, Keypair, Multiaddr, P2pConfig, P2pHost, PeerId, Protocol, StreamPipe,
+    Direction, HostEvent, Keypair, Multiaddr, P2pConfig, P2pHost, PeerId, StreamPipe,
     StreamProtocol,
 };
-use prost::Message;
+use p2pd::{Daemon, Security};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
-    net::{UnixListener, UnixStream},
     sync::mpsc,
 };
 
@@ -33,103 +34,6 @@ const PING: &str = "/ipfs/ping/1.0.0";
 /// Bytes echoed each way per stream: many yamux frames and Noise or TLS records.
 const ECHO_BYTES: usize = 200_000;
 
-/// The daemon protocol's messages this test uses (p2pd.proto of go-libp2p-daemon; field
-/// numbers as there, proto2 `required` fields written as optional ones).
-mod pb {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Request {
-        #[prost(int32, optional, tag = "1")]
-        pub r#type: Option<i32>,
-        #[prost(message, optional, tag = "2")]
-        pub connect: Option<ConnectRequest>,
-        #[prost(message, optional, tag = "3")]
-        pub stream_open: Option<StreamOpenRequest>,
-        #[prost(message, optional, tag = "4")]
-        pub stream_handler: Option<StreamHandlerRequest>,
-    }
-    pub const IDENTIFY: i32 = 0;
-    pub const CONNECT: i32 = 1;
-    pub const STREAM_OPEN: i32 = 2;
-    pub const STREAM_HANDLER: i32 = 3;
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ConnectRequest {
-        #[prost(bytes = "vec", optional, tag = "1")]
-        pub peer: Option<Vec<u8>>,
-        #[prost(bytes = "vec", repeated, tag = "2")]
-        pub addrs: Vec<Vec<u8>>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct StreamOpenRequest {
-        #[prost(bytes = "vec", optional, tag = "1")]
-        pub peer: Option<Vec<u8>>,
-        #[prost(string, repeated, tag = "2")]
-        pub proto: Vec<String>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct StreamHandlerRequest {
-        #[prost(bytes = "vec", optional, tag = "1")]
-        pub addr: Option<Vec<u8>>,
-        #[prost(string, repeated, tag = "2")]
-        pub proto: Vec<String>,
-        #[prost(bool, optional, tag = "3")]
-        pub balanced: Option<bool>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Response {
-        #[prost(int32, optional, tag = "1")]
-        pub r#type: Option<i32>,
-        #[prost(message, optional, tag = "2")]
-        pub error: Option<ErrorResponse>,
-        #[prost(message, optional, tag = "3")]
-        pub stream_info: Option<StreamInfo>,
-        #[prost(message, optional, tag = "4")]
-        pub identify: Option<IdentifyResponse>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ErrorResponse {
-        #[prost(string, optional, tag = "1")]
-        pub msg: Option<String>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct StreamInfo {
-        #[prost(bytes = "vec", optional, tag = "1")]
-        pub peer: Option<Vec<u8>>,
-        #[prost(bytes = "vec", optional, tag = "2")]
-        pub addr: Option<Vec<u8>>,
-        #[prost(string, optional, tag = "3")]
-        pub proto: Option<String>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct IdentifyResponse {
-        #[prost(bytes = "vec", optional, tag = "1")]
-        pub id: Option<Vec<u8>>,
-        #[prost(bytes = "vec", repeated, tag = "2")]
-        pub addrs: Vec<Vec<u8>>,
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Security {
-    Noise,
-    Tls,
-}
-
-/// A running p2pd, killed when dropped.
-struct Daemon {
-    child: Child,
-    control: PathBuf,
-    peer: PeerId,
-    addr: Multiaddr,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn temp_dir(name: &str) -> PathBuf {
     // Short: a unix socket path has at most 107 bytes.
     let dir = std::env::temp_dir().join(format!("p2pd-{}-{name}", std::process::id()));
@@ -138,116 +42,18 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-async fn start_daemon(binary: &Path, dir: &Path, security: Security) -> Daemon {
-    // A P-256 key as bee's, in the key file format both sides share.
-    let key_path = dir.join("p2pd.key");
-    let (key, _) = bps_p2p::load_or_create(&key_path).unwrap();
-    let control = dir.join("control.sock");
-    let (noise, tls) = match security {
-        Security::Noise => ("-noise=true", "-tls=false"),
-        Security::Tls => ("-noise=false", "-tls=true"),
-    };
-    let child = Command::new(binary)
-        .arg(format!("-listen=/unix{}", control.display()))
-        .args([
-            "-hostAddrs=/ip4/127.0.0.1/tcp/0",
-            noise,
-            tls,
-            "-relay=false",
-            "-q",
-        ])
-        .arg(format!("-id={}", key_path.display()))
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("p2pd did not start");
-    let waited = tokio::time::timeout(DEADLINE, async {
-        while UnixStream::connect(&control).await.is_err() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
-    waited.await.expect("p2pd's control socket never came up");
-    let identify = request(
-        &control,
-        pb::Request {
-            r#type: Some(pb::IDENTIFY),
-            ..Default::default()
-        },
-    )
-    .await;
-    let identify = identify.0.identify.expect("no identify answer");
-    let peer = PeerId::from_bytes(&identify.id.unwrap()).unwrap();
-    let addr = identify
-        .addrs
-        .into_iter()
-        .filter_map(|a| Multiaddr::try_from(a).ok())
-        .find(|a| a.to_string().contains("/tcp/"))
-        .expect("p2pd listens on no TCP address");
-    assert_eq!(
-        peer,
-        key.public().to_peer_id(),
-        "p2pd runs with the P-256 key it was given"
-    );
-    Daemon {
-        child,
-        control,
-        peer,
-        addr,
-    }
-}
-
-/// Sends one request on a new control connection and returns the answer and the connection
-/// (a stream's bytes follow on it after STREAM_OPEN).
-async fn request(control: &Path, request: pb::Request) -> (pb::Response, UnixStream) {
-    let mut conn = UnixStream::connect(control).await.unwrap();
-    conn.write_all(&request.encode_length_delimited_to_vec())
-        .await
-        .unwrap();
-    let response: pb::Response = read_delimited(&mut conn).await;
-    if let Some(error) = &response.error {
-        panic!("p2pd refused {request:?}: {error:?}");
-    }
-    (response, conn)
-}
-
-async fn read_delimited<M: Message + Default>(conn: &mut UnixStream) -> M {
-    let mut len: u64 = 0;
-    for shift in (0..64).step_by(7) {
-        let byte = conn.read_u8().await.unwrap();
-        len |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            break;
-        }
-    }
-    let mut body = vec![0; usize::try_from(len).unwrap()];
-    conn.read_exact(&mut body).await.unwrap();
-    M::decode(body.as_slice()).unwrap()
-}
-
 /// Registers a pubsub handler in p2pd that echoes each stream back.
 async fn echo_handler(daemon: &Daemon, dir: &Path) {
-    let path = dir.join("handler.sock");
-    let listener = UnixListener::bind(&path).unwrap();
+    let listener = daemon.handle(&dir.join("handler.sock"), &[PUBSUB]).await;
     tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
+        loop {
+            let (_, mut conn) = p2pd::accept_stream(&listener).await;
             tokio::spawn(async move {
-                let _info: pb::StreamInfo = read_delimited(&mut conn).await;
                 let (mut read, mut write) = conn.split();
                 let _ = tokio::io::copy(&mut read, &mut write).await;
             });
         }
     });
-    let addr = Multiaddr::empty().with(Protocol::Unix(path.display().to_string().into()));
-    let handler = pb::StreamHandlerRequest {
-        addr: Some(addr.to_vec()),
-        proto: vec![PUBSUB.into()],
-        balanced: Some(false),
-    };
-    let request = pb::Request {
-        r#type: Some(pb::STREAM_HANDLER),
-        stream_handler: Some(handler),
-        ..Default::default()
-    };
-    self::request(&daemon.control, request).await;
 }
 
 /// Our host, listening on 127.0.0.1.
@@ -319,20 +125,7 @@ async fn echo_through_daemon(pipe: &mut StreamPipe) {
 
 /// p2pd opens a stream to us on `protocol`; what it writes comes back unchanged.
 async fn daemon_stream_echoes(daemon: &Daemon, host: PeerId, protocol: &str, data: &[u8]) {
-    let open = pb::StreamOpenRequest {
-        peer: Some(host.to_bytes()),
-        proto: vec![protocol.into()],
-    };
-    let request = pb::Request {
-        r#type: Some(pb::STREAM_OPEN),
-        stream_open: Some(open),
-        ..Default::default()
-    };
-    let (response, mut conn) = self::request(&daemon.control, request).await;
-    assert_eq!(
-        response.stream_info.and_then(|i| i.proto).as_deref(),
-        Some(protocol)
-    );
+    let mut conn = daemon.open_stream(host, protocol).await;
     let (mut read, mut write) = conn.split();
     let mut back = vec![0; data.len()];
     let (written, read) = tokio::time::timeout(DEADLINE, async {
@@ -366,11 +159,8 @@ fn echo_next_stream(mut events: mpsc::Receiver<HostEvent>) {
 }
 
 async fn interop(security: Security, we_dial: bool) {
-    let binary = PathBuf::from(
-        std::env::var_os("P2PD").expect("P2PD=<path of p2pd>: run scripts/p2p-interop"),
-    );
     let dir = temp_dir(&format!("{security:?}-{we_dial}"));
-    let daemon = start_daemon(&binary, &dir, security).await;
+    let daemon = Daemon::start(&p2pd::binary(), &dir, security).await;
     echo_handler(&daemon, &dir).await;
     let (host, mut events, addr) = start_host(&dir).await;
     if we_dial {
@@ -379,19 +169,7 @@ async fn interop(security: Security, we_dial: bool) {
             .await
             .unwrap();
     } else {
-        let connect = pb::ConnectRequest {
-            peer: Some(host.peer_id().to_bytes()),
-            addrs: vec![addr.to_vec()],
-        };
-        request(
-            &daemon.control,
-            pb::Request {
-                r#type: Some(pb::CONNECT),
-                connect: Some(connect),
-                ..Default::default()
-            },
-        )
-        .await;
+        daemon.connect(host.peer_id(), &addr).await;
     }
     let expected = if we_dial {
         Direction::Outbound
