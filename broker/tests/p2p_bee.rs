@@ -4,7 +4,9 @@
 //! runs, a `/swarm/pubsub/1.0.0/pubsub` stream does bee's headers exchange and then BPS as
 //! TCP carries it, and a TCP subscriber of the same cohort receives the bee node's
 //! publication byte for byte. Also: a pubsub stream before the handshake is reset, one
-//! opened while the handshake runs waits for it, and a subscriber that reads nothing is reset.
+//! opened while the handshake runs waits for it, a subscriber that reads nothing is reset, and
+//! a bee node is a peer by its overlay (R32 counts it apart from others at its IP; /cohortz
+//! names it so).
 //! The refusals of bad input, each costing its culprit alone, are in `p2p_bee_faults`.
 
 mod p2p;
@@ -221,4 +223,89 @@ fn a_bee_subscriber_that_reads_nothing_is_reset_as_a_slow_consumer() {
         "bps_transport_connections_closed_total{transport=\"p2p\"}",
         1,
     );
+}
+
+/// Joins `spec` as a subscriber declaring `addr` on a new pubsub stream; the Ack's status and
+/// the stream (kept open by the caller while it should count).
+fn join_over_p2p(
+    bee: &Bee,
+    broker: &p2p::P2pBroker,
+    spec: &bps_proto::Spec,
+    addr: &bps_proto::Address,
+) -> (i32, bps_p2p::StreamPipe) {
+    let (pipe, mut buf) = bee.pubsub(broker.peer);
+    bee.send(&pipe, encode_frame(&spec.to_join(addr)));
+    let mut pipe = pipe;
+    let ack = decode_ack(bee.frame(&mut pipe, &mut buf)).expect("an Ack");
+    (ack.status, pipe)
+}
+
+#[test]
+fn a_bee_node_is_a_peer_by_its_overlay_in_the_bounds_and_in_cohortz() {
+    // R32 at one cohort per peer: two bee nodes and a TCP client, all from 127.0.0.1.
+    let broker = start_broker(
+        "overlay",
+        "full",
+        &[],
+        "\n[limits]\ncohorts_per_peer_max = 1",
+    );
+    let dial = vec![broker.addr.clone().with(Protocol::P2p(broker.peer))];
+    let bees = [21, 22].map(|swarm_key| {
+        let mut bee = Bee::start_as(
+            &format!("overlay-{swarm_key}"),
+            swarm_key,
+            NETWORK,
+            dial.clone(),
+        );
+        bee.connected(broker.peer);
+        bee.dial_handshake(&broker);
+        bee
+    });
+    let admin = key(1).address();
+    let (one, two) = (explicit(41, &admin, false), explicit(42, &admin, false));
+    let (status, _held) = join_over_p2p(&bees[0], &broker, &one, &key(30).address());
+    assert_eq!(status, Status::Ok as i32);
+    // That bee node is at its bound; the other one, and the TCP client, are not.
+    let (status, _) = join_over_p2p(&bees[0], &broker, &two, &key(31).address());
+    assert_eq!(status, Status::Full as i32, "one overlay, one cohort");
+    let (status, _held_too) = join_over_p2p(&bees[1], &broker, &two, &key(32).address());
+    assert_eq!(status, Status::Ok as i32, "another overlay at the same IP");
+    let _tcp = broker.broker.join(&two, &key(33).address());
+    let overlays: Vec<String> = bees
+        .iter()
+        .map(|bee| hex::encode(bee.node.identity().overlay()))
+        .collect();
+    let key_hex = hex::encode(two.key().as_bytes());
+    let mut peers = support::eventually("two streams in /cohortz", || {
+        let (status, body) = broker.broker.get(&format!("/cohortz?key={key_hex}"));
+        assert_eq!(status, 200, "{body}");
+        let page: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        let streams = page["streams"].as_array().expect("streams").clone();
+        (streams.len() == 2).then_some(streams)
+    })
+    .iter()
+    .map(|stream| (stream["transport"].to_string(), stream["peer"].to_string()))
+    .collect::<Vec<_>>();
+    peers.sort();
+    assert_eq!(
+        peers,
+        [
+            ("\"p2p\"".to_owned(), format!("\"{}\"", overlays[1])),
+            ("\"tcp\"".to_owned(), "\"127.0.0.1\"".to_owned()),
+        ]
+    );
+    let metrics = broker.broker.metrics();
+    let info = format!(
+        "bps_p2p_info{{mode=\"full\",network_id=\"{NETWORK}\",peer_id=\"{}\",overlay=",
+        broker.peer
+    );
+    assert!(
+        metrics.keys().any(|series| series.starts_with(&info)),
+        "{info} in {:?}",
+        metrics
+            .keys()
+            .filter(|series| series.starts_with("bps_p2p_info"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(metrics["bps_joins_full_total"], 1.0);
 }
