@@ -112,4 +112,8 @@ impl Service for IoService {
     fn cores(&self) -> usize {
         self.0.cores()
     }
+
+    fn p2p_addrs(&self) -> Option<Vec<String>> {
+        self.0.p2p_addrs()
+    }
 }

@@ -57,6 +57,13 @@ fn full_mode_a_bee_node_dials_handshakes_and_publishes_to_a_tcp_subscriber() {
     bee.control_stream(broker.peer, HIVE_PROTOCOL, write_message(&peers));
     let log = broker.broker.log();
     assert!(log.contains("p2p host started"), "{log}");
+    let dialable = broker.addr.clone().with(Protocol::P2p(broker.peer));
+    assert!(
+        log.lines()
+            .any(|line| line.starts_with("bps-broker listening ")
+                && line.ends_with(&format!(" p2p={dialable}"))),
+        "the listening line names the address to dial: {log}"
+    );
     assert!(
         log.contains(&broker.peer.to_string()),
         "the peer id is logged: {log}"

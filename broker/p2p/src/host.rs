@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 use libp2p::{
     Multiaddr, PeerId, StreamProtocol, Swarm,
     core::ConnectedPoint,
@@ -33,6 +33,10 @@ use crate::{
     stats::HostStats,
     swarm::{self, Behaviour, BehaviourEvent},
 };
+
+/// How long start-up waits for the listeners to report their addresses: a TCP listener
+/// reports at once, so this only bounds a surprise.
+const LISTEN_ADDRESS_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Commands (stream opens, dials) queued for the host's thread, in commands: the callers
 /// wait for room at the bound (`HostHandle`'s calls are async), nothing is dropped.
@@ -61,6 +65,8 @@ enum Command {
 pub struct P2pHost {
     handle: HostHandle,
     peer_id: PeerId,
+    /// The addresses the listeners reported by the end of start-up.
+    listening: Vec<Multiaddr>,
     stats: Arc<HostStats>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -84,8 +90,9 @@ impl fmt::Debug for Command {
 
 impl P2pHost {
     /// Starts the host: the thread, the swarm, its listeners (bound before this returns, so
-    /// a busy port is an error here) and the dials of `config.dial`. Events arrive on the
-    /// returned receiver, which the caller must keep taking (`EVENTS_QUEUED`).
+    /// a busy port is an error here, and their addresses known: `listen_addrs`) and the
+    /// dials of `config.dial`. Events arrive on the returned receiver, which the caller must
+    /// keep taking (`EVENTS_QUEUED`).
     pub fn start(
         config: &P2pConfig,
         key: Keypair,
@@ -115,12 +122,16 @@ impl P2pHost {
                 commands: commands_tx,
             },
             peer_id,
+            listening: Vec::new(),
             stats,
             stop: Some(stop),
             thread: Some(thread),
         };
         match ready.recv() {
-            Ok(Ok(())) => Ok((host, events_rx)),
+            Ok(Ok(listening)) => {
+                host.listening = listening;
+                Ok((host, events_rx))
+            }
             Ok(Err(e)) => Err(e),
             Err(_) => {
                 host.stop_and_join();
@@ -133,6 +144,12 @@ impl P2pHost {
 
     pub fn peer_id(&self) -> PeerId {
         self.peer_id
+    }
+
+    /// The addresses the listeners reported while starting (a port 0 resolved, 0.0.0.0 as
+    /// each interface), each without the peer id; later ones arrive as `Listening` events.
+    pub fn listen_addrs(&self) -> &[Multiaddr] {
+        &self.listening
     }
 
     pub fn handle(&self) -> HostHandle {
@@ -225,7 +242,7 @@ struct Setup {
     stats: Arc<HostStats>,
 }
 
-type Ready = std::sync::mpsc::Sender<Result<(), StartError>>;
+type Ready = std::sync::mpsc::Sender<Result<Vec<Multiaddr>, StartError>>;
 
 fn run_thread(
     setup: Setup,
@@ -245,9 +262,11 @@ fn run_thread(
         }
     };
     runtime.block_on(async move {
+        let listeners = setup.config.listen.len();
         match Host::new(setup) {
-            Ok(host) => {
-                let _ = ready.send(Ok(()));
+            Ok(mut host) => {
+                let listening = host.first_addresses(listeners).await;
+                let _ = ready.send(Ok(listening));
                 host.run(commands, stopped).await;
             }
             Err(e) => {
@@ -304,6 +323,37 @@ impl Host {
             control,
             stats: setup.stats,
         })
+    }
+
+    /// Runs the swarm until each of `listeners` reported an address, within
+    /// `LISTEN_ADDRESS_DEADLINE`; the addresses reported (every event is handled as usual).
+    async fn first_addresses(&mut self, listeners: usize) -> Vec<Multiaddr> {
+        let mut reported = std::collections::HashSet::new();
+        let mut addresses = Vec::new();
+        let wait = async {
+            while reported.len() < listeners {
+                let event = self.swarm.select_next_some().await;
+                if let SwarmEvent::NewListenAddr {
+                    listener_id,
+                    address,
+                } = &event
+                {
+                    reported.insert(*listener_id);
+                    addresses.push(address.clone());
+                }
+                self.on_swarm_event(event).await;
+            }
+        };
+        // A listener silent for that long is reported by its events later, not here.
+        let _ = tokio::time::timeout(LISTEN_ADDRESS_DEADLINE, wait).await;
+        // A wildcard listener reports each interface: take those already there.
+        while let Some(event) = self.swarm.select_next_some().now_or_never() {
+            if let SwarmEvent::NewListenAddr { address, .. } = &event {
+                addresses.push(address.clone());
+            }
+            self.on_swarm_event(event).await;
+        }
+        addresses
     }
 
     async fn run(

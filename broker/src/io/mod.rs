@@ -352,6 +352,19 @@ impl Broker {
         self.threads.len()
     }
 
+    /// The libp2p addresses bee nodes dial (the listeners' as bound, with `/p2p/<peer id>`),
+    /// when `p2p.enabled`.
+    pub fn p2p_addrs(&self) -> Option<Vec<String>> {
+        let (host, _) = self.p2p.as_ref()?;
+        let peer_id = host.peer_id();
+        Some(
+            host.listen_addrs()
+                .iter()
+                .map(|addr| format!("{addr}/p2p/{peer_id}"))
+                .collect(),
+        )
+    }
+
     /// What the admin endpoints read.
     pub fn admin_backend(&self) -> Arc<dyn AdminBackend> {
         Arc::new(Backend {

@@ -54,6 +54,9 @@ pub trait Service {
     fn driver(&self) -> &'static str;
     /// Cores running.
     fn cores(&self) -> usize;
+    /// The libp2p addresses bee nodes dial, each ending in `/p2p/<peer id>`, when
+    /// `p2p.enabled`.
+    fn p2p_addrs(&self) -> Option<Vec<String>>;
 }
 
 /// What a drain did.
@@ -148,16 +151,18 @@ fn drain<S: Service>(service: S, admin: &AdminServer, config: &BrokerConfig) -> 
 }
 
 /// The machine-parseable start line tests and scripts read from stderr (`ws=off` when the
-/// WebSocket listener is disabled).
+/// WebSocket listener is disabled; `p2p=` the libp2p addresses, comma-separated, or `off`).
 #[must_use]
 pub fn listening_line(
     (listen, admin, ws): (SocketAddr, SocketAddr, Option<SocketAddr>),
     driver: &str,
     cores: usize,
+    p2p: Option<&[String]>,
 ) -> String {
     let ws = ws.map_or_else(|| "off".to_owned(), |ws| ws.to_string());
+    let p2p = p2p.map_or_else(|| "off".to_owned(), |addrs| addrs.join(","));
     format!(
-        "bps-broker listening listen={listen} admin={admin} ws={ws} driver={driver} cores={cores}"
+        "bps-broker listening listen={listen} admin={admin} ws={ws} driver={driver} cores={cores} p2p={p2p}"
     )
 }
 
@@ -314,6 +319,7 @@ fn announce_listening<S: Service>(service: &S, admin: &AdminServer) {
         (service.listen_addr(), admin.local_addr(), service.ws_addr()),
         service.driver(),
         service.cores(),
+        service.p2p_addrs().as_deref(),
     );
     eprintln!("{line}");
     tracing::info!(
@@ -406,9 +412,26 @@ mod tests {
                     Some(SocketAddr::from(([127, 0, 0, 1], 7)))
                 ),
                 "epoll",
-                2
+                2,
+                None,
             ),
-            "bps-broker listening listen=127.0.0.1:5 admin=127.0.0.1:6 ws=127.0.0.1:7 driver=epoll cores=2"
+            "bps-broker listening listen=127.0.0.1:5 admin=127.0.0.1:6 ws=127.0.0.1:7 driver=epoll cores=2 p2p=off"
+        );
+        assert_eq!(
+            listening_line(
+                (
+                    SocketAddr::from(([127, 0, 0, 1], 5)),
+                    SocketAddr::from(([127, 0, 0, 1], 6)),
+                    None
+                ),
+                "io_uring",
+                1,
+                Some(&[
+                    "/ip4/127.0.0.1/tcp/9/p2p/Qm1".to_owned(),
+                    "/ip6/::1/tcp/9/p2p/Qm1".to_owned()
+                ]),
+            ),
+            "bps-broker listening listen=127.0.0.1:5 admin=127.0.0.1:6 ws=off driver=io_uring cores=1 p2p=/ip4/127.0.0.1/tcp/9/p2p/Qm1,/ip6/::1/tcp/9/p2p/Qm1"
         );
     }
 }
