@@ -343,19 +343,27 @@ fn refuse_config(errors: &[ConfigError]) -> u8 {
     1
 }
 
+/// The configuration of `sources` when it loads and validates; else every error on stderr
+/// and the exit code 1.
+fn valid_config(sources: &ConfigSources) -> Result<BrokerConfig, u8> {
+    let config = BrokerConfig::load_from_process_env(sources).map_err(|e| refuse_config(&e))?;
+    let errors = config.validate();
+    if errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(refuse_config(&errors))
+    }
+}
+
 /// `check-config`: 0 with "config ok" and the effective config on stdout, or 1 with every
 /// error on stderr, one per line. Host checks that would refuse `run` here are printed as
 /// warnings: the config may be meant for another host.
 #[must_use]
 pub fn check_config(sources: &ConfigSources) -> u8 {
-    let config = match BrokerConfig::load_from_process_env(sources) {
+    let config = match valid_config(sources) {
         Ok(config) => config,
-        Err(errors) => return refuse_config(&errors),
+        Err(code) => return code,
     };
-    let errors = config.validate();
-    if !errors.is_empty() {
-        return refuse_config(&errors);
-    }
     match startup_checks(&config, &HostFacts::probe()) {
         Ok((_, warnings, budget)) => {
             for warning in warnings {
@@ -378,14 +386,10 @@ pub fn check_config(sources: &ConfigSources) -> u8 {
 /// the config's errors or the key files' on stderr.
 #[must_use]
 pub fn p2p_identity(sources: &ConfigSources) -> u8 {
-    let config = match BrokerConfig::load_from_process_env(sources) {
+    let config = match valid_config(sources) {
         Ok(config) => config,
-        Err(errors) => return refuse_config(&errors),
+        Err(code) => return code,
     };
-    let errors = config.validate();
-    if !errors.is_empty() {
-        return refuse_config(&errors);
-    }
     match crate::io::describe_identity(&config) {
         Ok(text) => {
             print!("{text}");
