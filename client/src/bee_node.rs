@@ -73,6 +73,8 @@ pub enum BeeError {
     Open(String),
     /// The stream or its connection ended.
     Closed,
+    /// The node's connection to the broker closed, for this reason.
+    ConnectionLost(String),
 }
 
 impl fmt::Display for BeeError {
@@ -103,6 +105,12 @@ impl fmt::Display for BeeError {
                  p2p.streams_per_connection_max)"
             ),
             Self::Closed => formatter.write_str("the broker closed the libp2p stream"),
+            Self::ConnectionLost(cause) => {
+                write!(
+                    formatter,
+                    "the libp2p connection to the broker closed: {cause}"
+                )
+            }
         }
     }
 }
@@ -201,11 +209,11 @@ enum Link {
 pub struct BeeNode {
     /// Drives the waits on the host's channels with their deadlines.
     runtime: tokio::runtime::Runtime,
-    host: P2pHost,
     handle: HostHandle,
     target: BeeTarget,
     link: watch::Receiver<Link>,
-    broker: Peer,
+    /// Stops the host (and its connection) when the last stream on it is gone.
+    _host: P2pHost,
 }
 
 fn unix_now() -> i64 {
@@ -260,34 +268,21 @@ impl BeeNode {
             }
         }
         let handle = host.handle();
-        let broker = runtime.block_on(handshake(&handle, (host.peer_id(), target), settings))?;
+        runtime.block_on(handshake(&handle, (host.peer_id(), target), settings))?;
         Ok(Arc::new(Self {
             runtime,
-            host,
             handle,
             target: target.clone(),
             link,
-            broker,
+            _host: host,
         }))
-    }
-
-    /// The broker as its handshake described it.
-    pub fn broker(&self) -> &Peer {
-        &self.broker
-    }
-
-    /// Our libp2p peer id.
-    pub fn peer_id(&self) -> PeerId {
-        self.host.peer_id()
-    }
-
-    /// Whether the connection to the broker is still up.
-    pub fn is_up(&self) -> bool {
-        *self.link.borrow() == Link::Up
     }
 
     /// Opens a pubsub stream and does bee's headers exchange (ours first: we opened it).
     pub fn open_pubsub(self: &Arc<Self>) -> Result<BeeStream, BeeError> {
+        if let Link::Down(cause) = &*self.link.borrow() {
+            return Err(BeeError::ConnectionLost(cause.clone()));
+        }
         let protocol = StreamProtocol::new(PUBSUB_PROTOCOL);
         let opening = async {
             let mut pipe = self
@@ -447,7 +442,8 @@ async fn drive(
 }
 
 /// One pubsub stream after the headers exchange: blocking reads and writes with bounds.
-/// It keeps its node (the host and connection) alive while it is open.
+/// It keeps its node (the host and connection) alive while it is open; one taken apart
+/// ([`BeeStream::into_pipe`]) does not, its driver keeps the node.
 #[derive(Debug)]
 pub struct BeeStream {
     node: Arc<BeeNode>,
@@ -458,11 +454,6 @@ pub struct BeeStream {
 }
 
 impl BeeStream {
-    /// The node this stream is on.
-    pub fn node(&self) -> &Arc<BeeNode> {
-        &self.node
-    }
-
     /// Bytes that came after the headers, taken once.
     pub fn take_leftover(&mut self) -> BytesMut {
         std::mem::take(&mut self.leftover)

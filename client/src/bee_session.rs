@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bps_proto::{Address, Hash, Spec, encode_frame, next_frame};
+use bps_proto::{Address, CHALLENGE_BYTES, Hash, Spec, encode_frame, next_frame};
 use bytes::{Bytes, BytesMut};
 
 use crate::bee_node::{BeeNode, BeeSettings, BeeStream, BeeTarget};
@@ -52,7 +52,7 @@ impl BeeSession {
         let mut session = Self {
             stream,
             buf,
-            challenge: [0; 32],
+            challenge: [0; CHALLENGE_BYTES],
             config,
         };
         session.send(&encode_frame(&spec.to_join(addr)))?;
