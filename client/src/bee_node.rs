@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bps_bee::{
-    HANDSHAKE_DEADLINE_SECS, HANDSHAKE_PROTOCOL, Handshake, HandshakeError, Identity, LocalNode,
-    NONCE_BYTES, Peer, Step, empty_headers, read_headers,
+    HANDSHAKE_PROTOCOL, Handshake, HandshakeError, Identity, LocalNode, NONCE_BYTES, Peer, Step,
+    empty_headers, read_headers,
 };
 use bps_p2p::{
     HostEvent, HostHandle, Keypair, Multiaddr, OpenError, P2pConfig, P2pHost, PeerId, Protocol,
@@ -36,17 +36,17 @@ pub const PUBSUB_PROTOCOL: &str = "/swarm/pubsub/1.0.0/pubsub";
 /// Swarm's mainnet, bee's default network id: a broker on another network refuses us.
 pub const DEFAULT_NETWORK_ID: u64 = 1;
 
-/// Bound on the dial (TCP, Noise or TLS, yamux): a broker that does not answer must not
-/// hang a run; the host retries a refused dial itself meanwhile, from 1 s apart.
-pub const DIAL_DEADLINE: Duration = Duration::from_secs(10);
+/// Bound on the dial (TCP, Noise or TLS, yamux), in seconds: a broker that does not answer
+/// must not hang a run; the host retries a refused dial itself meanwhile, from 1 s apart.
+pub const DIAL_DEADLINE_SECS: u64 = 10;
 
-/// Bound on bee's handshake, bee's own (`HANDSHAKE_DEADLINE_SECS`): the broker resets a
-/// handshake that takes longer anyway.
-pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(HANDSHAKE_DEADLINE_SECS);
+/// Bound on bee's handshake, in seconds: bee's own `handshakeTimeout` (as `bps_bee` has
+/// it), after which the broker resets a handshake anyway.
+pub const HANDSHAKE_DEADLINE_SECS: u64 = bps_bee::HANDSHAKE_DEADLINE_SECS;
 
-/// Bound on a pubsub stream's opening and headers exchange; the broker allows as long as
-/// the handshake.
-pub const STREAM_OPEN_DEADLINE: Duration = Duration::from_secs(HANDSHAKE_DEADLINE_SECS);
+/// Bound on a pubsub stream's opening and headers exchange, in seconds; the broker allows
+/// as long as the handshake.
+pub const STREAM_OPEN_DEADLINE_SECS: u64 = bps_bee::HANDSHAKE_DEADLINE_SECS;
 
 /// The greeting our handshake sends; bee logs a peer's.
 const WELCOME_MESSAGE: &str = "bps client";
@@ -58,7 +58,7 @@ pub enum BeeError {
     Target(String),
     /// The host did not start.
     Host(String),
-    /// The dial failed or took over [`DIAL_DEADLINE`].
+    /// The dial failed or took over [`DIAL_DEADLINE_SECS`].
     Dial { target: String, error: String },
     /// The broker is on another Swarm network.
     NetworkId { ours: u64, theirs: u64 },
@@ -245,8 +245,9 @@ impl BeeNode {
         let (link_tx, mut link) = watch::channel(Link::Dialing);
         watch_link(events, target.peer, link_tx)?;
         let shown = format!("{}/p2p/{}", target.addr, target.peer);
+        let dial_deadline = Duration::from_secs(DIAL_DEADLINE_SECS);
         let dialed = runtime.block_on(async {
-            tokio::time::timeout(DIAL_DEADLINE, link.wait_for(|link| *link != Link::Dialing))
+            tokio::time::timeout(dial_deadline, link.wait_for(|link| *link != Link::Dialing))
                 .await
                 .map(|seen| seen.map(|link| link.clone()))
         });
@@ -260,7 +261,7 @@ impl BeeNode {
             }
             Ok(_) => return Err(BeeError::Host("the p2p host stopped".to_owned())),
             Err(_) => {
-                let error = format!("no connection within {} ms", DIAL_DEADLINE.as_millis());
+                let error = format!("no connection within {DIAL_DEADLINE_SECS} s");
                 return Err(BeeError::Dial {
                     target: shown,
                     error,
@@ -284,6 +285,7 @@ impl BeeNode {
             return Err(BeeError::ConnectionLost(cause.clone()));
         }
         let protocol = StreamProtocol::new(PUBSUB_PROTOCOL);
+        let open_deadline = Duration::from_secs(STREAM_OPEN_DEADLINE_SECS);
         let opening = async {
             let mut pipe = self
                 .handle
@@ -307,10 +309,10 @@ impl BeeNode {
         };
         let (pipe, leftover) = self
             .runtime
-            .block_on(async { tokio::time::timeout(STREAM_OPEN_DEADLINE, opening).await })
+            .block_on(async { tokio::time::timeout(open_deadline, opening).await })
             .map_err(|_| BeeError::Timeout {
                 what: "pubsub stream",
-                after: STREAM_OPEN_DEADLINE,
+                after: open_deadline,
             })??;
         Ok(BeeStream {
             node: Arc::clone(self),
@@ -360,7 +362,7 @@ fn watch_link(
         .map_err(|error| BeeError::Host(format!("p2p event thread: {error}")))
 }
 
-/// Bee's handshake as the dialer, within [`HANDSHAKE_DEADLINE`].
+/// Bee's handshake as the dialer, within [`HANDSHAKE_DEADLINE_SECS`].
 async fn handshake(
     handle: &HostHandle,
     (ours, target): (PeerId, &BeeTarget),
@@ -385,11 +387,12 @@ async fn handshake(
         std::slice::from_ref(&target.addr),
     );
     let exchange = drive(&mut pipe, machine, syn, settings.network_id);
-    tokio::time::timeout(HANDSHAKE_DEADLINE, exchange)
+    let deadline = Duration::from_secs(HANDSHAKE_DEADLINE_SECS);
+    tokio::time::timeout(deadline, exchange)
         .await
         .map_err(|_| BeeError::Timeout {
             what: "bee handshake",
-            after: HANDSHAKE_DEADLINE,
+            after: deadline,
         })?
 }
 
