@@ -14,6 +14,7 @@
 
 use std::fmt;
 use std::net::ToSocketAddrs;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -47,6 +48,11 @@ pub const HANDSHAKE_DEADLINE_SECS: u64 = bps_bee::HANDSHAKE_DEADLINE_SECS;
 /// Bound on a pubsub stream's opening and headers exchange, in seconds; the broker allows
 /// as long as the handshake.
 pub const STREAM_OPEN_DEADLINE_SECS: u64 = bps_bee::HANDSHAKE_DEADLINE_SECS;
+
+/// Streams our host lets us open on the one connection to the broker, in streams: the
+/// broker's `p2p.streams_per_connection_max` is the bound that matters (we accept no
+/// inbound stream), ours only has to stay out of its way for a load generator's many.
+pub const STREAMS_PER_CONNECTION_MAX: u32 = 4096;
 
 /// The greeting our handshake sends; bee logs a peer's.
 const WELCOME_MESSAGE: &str = "bps client";
@@ -234,6 +240,8 @@ impl BeeNode {
         let mut config = P2pConfig::new(PathBuf::new());
         config.listen = Vec::new();
         config.protocols = Vec::new();
+        config.max_streams_per_connection =
+            NonZeroU32::new(STREAMS_PER_CONNECTION_MAX).unwrap_or(NonZeroU32::MIN);
         config.dial = vec![target.addr.clone().with(Protocol::P2p(target.peer))];
         config.agent_version = concat!("bps-client/", env!("CARGO_PKG_VERSION")).to_owned();
         let key = settings

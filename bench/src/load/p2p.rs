@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use bps_client::bee_node::{BeeNode, BeeSettings, BeeTarget};
+use bps_client::bee_node::{BeeError, BeeNode, BeeSettings, BeeTarget};
 use bps_p2p::StreamPipe;
 use bytes::{Bytes, BytesMut};
 use serde::Serialize;
@@ -128,7 +128,8 @@ impl P2pPool {
 
     /// A new pubsub stream, as the generator's end of a loopback socket bridged to it.
     pub fn open(&self) -> Result<TcpStream, String> {
-        let index = self.opened.fetch_add(1, Ordering::Relaxed) / self.streams_per_node;
+        let number = self.opened.fetch_add(1, Ordering::Relaxed);
+        let index = number / self.streams_per_node;
         let node = self.nodes.get(index).ok_or_else(|| {
             format!(
                 "more streams than the {} connections x {} planned",
@@ -138,7 +139,17 @@ impl P2pPool {
         })?;
         let stream = {
             let _one_at_a_time = self.opening.lock().unwrap_or_else(|e| e.into_inner());
-            node.open_pubsub().map_err(|error| error.to_string())?
+            node.open_pubsub().map_err(|error| {
+                // A stream over the broker's bound is reset, which reads as a closed stream.
+                let hint = if error == BeeError::Closed {
+                    " (the broker resets streams over p2p.streams_per_connection_max: raise \
+                     it or lower --p2p-streams-per-connection)"
+                } else {
+                    ""
+                };
+                let (stream, connection) = (number % self.streams_per_node + 1, index + 1);
+                format!("stream {stream} of libp2p connection {connection}: {error}{hint}")
+            })?
         };
         let (pipe, leftover) = stream
             .into_pipe()
