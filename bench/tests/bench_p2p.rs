@@ -2,7 +2,7 @@
 //! streams are libp2p pubsub streams of a few Swarm light nodes delivers every message with
 //! none invalid, on as many connections as its streams need, and reports what the libp2p
 //! threads cost per delivery; a run on another Swarm network fails with the network id to
-//! pass.
+//! pass, and one with more streams per connection than the broker takes names the key.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_bps-bench");
 const NETWORK: &str = "10";
 
 /// The broker with `[p2p]` on (light mode, which takes dials too) and its multiaddr.
-fn start_broker(name: &str) -> (broker::Broker, String) {
+fn start_broker(name: &str, extra: &[&str]) -> (broker::Broker, String) {
     let dir = std::env::temp_dir().join(format!("bps-bench-p2p-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -39,7 +39,11 @@ fn start_broker(name: &str) -> (broker::Broker, String) {
         // Every stream comes from 127.0.0.1.
         "limits.streams_per_peer_per_cohort_max=64".to_owned(),
     ];
-    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let sets: Vec<&str> = sets
+        .iter()
+        .map(String::as_str)
+        .chain(extra.iter().copied())
+        .collect();
     let broker = broker::Broker::start(&sets);
     (broker, format!("/ip4/127.0.0.1/tcp/{port}/p2p/{peer}"))
 }
@@ -72,7 +76,7 @@ fn run(target: &str, json: &PathBuf, network_id: &str) -> Output {
 
 #[test]
 fn a_short_run_over_libp2p_delivers_everything_with_none_invalid() {
-    let (broker, target) = start_broker("run");
+    let (broker, target) = start_broker("run", &[]);
     let json = std::env::temp_dir().join(format!("bps-bench-p2p-{}.json", std::process::id()));
     let output = run(&target, &json, NETWORK);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -106,10 +110,25 @@ fn a_short_run_over_libp2p_delivers_everything_with_none_invalid() {
 
 #[test]
 fn a_run_on_another_network_fails_with_the_network_id_to_pass() {
-    let (_broker, target) = start_broker("network");
+    let (_broker, target) = start_broker("network", &[]);
     let json = std::env::temp_dir().join(format!("bps-bench-p2p-net-{}.json", std::process::id()));
     let output = run(&target, &json, "1");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("pass --network-id 10"), "{stderr}");
+}
+
+#[test]
+fn more_streams_per_connection_than_the_broker_takes_names_the_key_to_raise() {
+    let (_broker, target) = start_broker("bound", &["p2p.streams_per_connection_max=4"]);
+    let json =
+        std::env::temp_dir().join(format!("bps-bench-p2p-bound-{}.json", std::process::id()));
+    let output = run(&target, &json, NETWORK);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("of libp2p connection 1: the broker closed the libp2p stream")
+            && stderr.contains("p2p.streams_per_connection_max"),
+        "{stderr}"
+    );
 }
