@@ -6,7 +6,9 @@
 //! buffer that frames resume across partial reads in, the carrier the target names (bare
 //! frames on TCP, one frame per WebSocket message), the handshake ([`Session::join`],
 //! R2–R5; [`Session::join_explained`] keeps what the broker said about a refusal) and the
-//! stream's challenge (R4), and the clean close ([`Session::finish`]).
+//! stream's challenge (R4), the clean close ([`Session::finish`]), the `Ack`'s check
+//! ([`read_ack`], which the libp2p carrier's [`crate::bee_session`] shares) and every
+//! carrier's [`SessionError`].
 //!
 //! Never: signs, verifies or interprets a `Broadcast` (the publisher and subscriber do),
 //! retries (callers apply [`crate::backoff`] between joins), or keeps a frame of a previous
