@@ -1,6 +1,6 @@
 //! The terminal client: the loops behind `bps sub`, `bps pub`, `bps roster` and `bps eos`.
 //!
-//! Owns: driving a [`Session`] with a [`Subscriber`] (every received frame verified end to
+//! Owns: driving a stream on any carrier ([`Carried`]) with a [`Subscriber`] (every received frame verified end to
 //! end, R41) or a [`Publisher`] (claim, publish, reconnect with re-signing), the R38 backoff
 //! between streams, the overall timeout, and the lines printed for each event. Given several
 //! brokers, a run starts at its cohort's root by placement and moves along the [`Route`] to
@@ -41,10 +41,11 @@ use bps_proto::{Address, Spec, Status};
 use serde_json::json;
 
 use crate::backoff::Backoff;
+use crate::carrier::Carried;
 use crate::publisher::{Outgoing, Publisher, Role};
 use crate::refusal::Refusal;
 use crate::route::Route;
-use crate::session::{JoinAnswer, Session, SessionConfig, SessionError};
+use crate::session::{SessionConfig, SessionError};
 use crate::subscriber::{Event, Received, Subscriber};
 
 /// How long a finished stream waits for the broker to close after our last frame.
@@ -86,9 +87,12 @@ impl std::error::Error for ClientError {}
 /// Where to connect and how to behave between streams.
 #[derive(Debug, Clone)]
 pub struct Connection {
-    /// The brokers, each `HOST:PORT` (TCP) or `ws://HOST:PORT/bps/v1` (WebSocket); several
-    /// are ranked for the cohort by placement ([`Route`]).
+    /// The brokers, each `HOST:PORT` (TCP), `ws://HOST:PORT/bps/v1` (WebSocket) or a
+    /// multiaddr ending in `/p2p/<peer id>` (libp2p); several are ranked for the cohort by
+    /// placement ([`Route`]).
     pub targets: Vec<String>,
+    /// The Swarm network a libp2p target's light node is on.
+    pub network_id: u64,
     /// Timeouts of each stream.
     pub session: SessionConfig,
     /// Reconnect after a reset (R38 backoff) instead of failing.
@@ -203,14 +207,20 @@ fn open<O: Write, E: Write>(
     addr: &Address,
     pacing: &mut Pacing,
     output: &mut Output<O, E>,
-) -> Result<Option<Session>, ClientError> {
+) -> Result<Option<Carried>, ClientError> {
     loop {
-        match Session::join_explained(route.current(), spec, addr, connection.session) {
-            Ok(JoinAnswer::Joined(session)) => {
+        let joined = Carried::join(
+            route.current(),
+            (spec, addr),
+            connection.session,
+            connection.network_id,
+        );
+        match joined {
+            Ok(Ok(session)) => {
                 pacing.backoff.reset();
                 return Ok(Some(session));
             }
-            Ok(JoinAnswer::Refused(refusal)) => {
+            Ok(Err(refusal)) => {
                 if refusal.status == Status::Rejected && spec.history {
                     output.note(
                         "note: a broker that keeps no history rejects --history (D11); \
@@ -312,7 +322,7 @@ fn sub_timed_out(count: Option<u64>, received: u64) -> Result<(), ClientError> {
 fn print_joined<O: Write, E: Write>(
     target: &str,
     options: &SubOptions,
-    session: &Session,
+    session: &Carried,
     output: &mut Output<O, E>,
 ) -> Result<bool, ClientError> {
     if options.json {
@@ -337,7 +347,7 @@ fn print_joined<O: Write, E: Write>(
 /// One stream of `bps sub`: receives, verifies and prints until a count, an EOS, the
 /// deadline or a reset. `received` counts DATA messages across streams.
 fn sub_session<O: Write, E: Write>(
-    mut session: Session,
+    mut session: Carried,
     (subscriber, received): (&mut Subscriber, &mut u64),
     options: &SubOptions,
     pacing: &Pacing,
@@ -578,7 +588,7 @@ impl PubRun {
     /// everything is written and the input closed, or a reset.
     fn session<O: Write, E: Write>(
         &mut self,
-        mut session: Session,
+        mut session: Carried,
         pacing: &Pacing,
         output: &mut Output<O, E>,
     ) -> Result<SessionEnd, ClientError> {
@@ -622,7 +632,7 @@ impl PubRun {
     /// inner `Err` is a reset; an EOS or a revocation ends the run.
     fn take_broker_frames(
         &mut self,
-        session: &mut Session,
+        session: &mut Carried,
     ) -> Result<Result<(), SessionError>, ClientError> {
         match drain(session, &mut self.subscriber, &mut self.publisher) {
             Ok(Drained::Open) => {}
@@ -645,7 +655,7 @@ impl PubRun {
     /// Sends the next publication if `now` is past the pace and one is ready.
     fn send_due<O: Write, E: Write>(
         &mut self,
-        session: &mut Session,
+        session: &mut Carried,
         now: Instant,
         output: &mut Output<O, E>,
     ) -> Result<Sending, ClientError> {
@@ -680,7 +690,7 @@ enum Drained {
 
 /// Handles every frame already received, without waiting.
 fn drain(
-    session: &mut Session,
+    session: &mut Carried,
     subscriber: &mut Subscriber,
     publisher: &mut Publisher,
 ) -> Result<Drained, SessionError> {
@@ -840,6 +850,7 @@ mod tests {
     fn connection(target: String, reconnect: bool) -> Connection {
         Connection {
             targets: vec![target],
+            network_id: crate::bee_node::DEFAULT_NETWORK_ID,
             session: SessionConfig::default(),
             reconnect,
             timeout: Some(Duration::from_secs(20)),

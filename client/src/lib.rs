@@ -3,7 +3,9 @@
 //!
 //! Owns: command-line hex and key arguments ([`hexarg`]), the cohort spec as flags
 //! ([`spec`]), one stream with its handshake ([`session`]) over TCP or the WebSocket
-//! carrier of the native `ws://…/bps/v1` endpoint ([`websocket`]), the publishing state
+//! carrier of the native `ws://…/bps/v1` endpoint ([`websocket`]), or over libp2p as a
+//! Swarm light node ([`bee_node`]: the host, bee's handshake, pubsub streams;
+//! [`bee_session`]: BPS on such a stream), any of them chosen by target ([`carrier`]), the publishing state
 //! machine with claim, index sequences and signing ([`publisher`]), what a refused Join
 //! means: the bound and the setting that moves it ([`refusal`]), end-to-end verification
 //! of received frames ([`subscriber`]) with its bounded tables ([`cursor_table`],
@@ -16,6 +18,9 @@
 //! implementation would.
 
 pub mod backoff;
+pub mod bee_node;
+pub mod bee_session;
+pub mod carrier;
 pub mod client;
 pub mod cursor_table;
 pub mod dedup_window;

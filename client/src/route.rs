@@ -84,6 +84,13 @@ mod tests {
             ["ws://b:1639/bps/v1"],
             "a URL is one target"
         );
+        let peer = "QmXsDEewFMvFiKTonkRG2Sy2AeH6eFt2eZqdNq3ddP8Kpp";
+        let multiaddr = format!("/ip4/127.0.0.1/tcp/1634/p2p/{peer}");
+        assert_eq!(
+            parse_targets(&format!(" {multiaddr} ,b:1637")),
+            [multiaddr.as_str(), "b:1637"],
+            "a libp2p multiaddr is one target, ranked beside the others"
+        );
         let mut route = Route::new(&parse_targets("127.0.0.1:1637"), &spec()).expect("valid");
         assert!(!route.fails_over());
         assert_eq!(route.current(), "127.0.0.1:1637");

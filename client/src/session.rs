@@ -6,7 +6,9 @@
 //! buffer that frames resume across partial reads in, the carrier the target names (bare
 //! frames on TCP, one frame per WebSocket message), the handshake ([`Session::join`],
 //! R2–R5; [`Session::join_explained`] keeps what the broker said about a refusal) and the
-//! stream's challenge (R4), and the clean close ([`Session::finish`]).
+//! stream's challenge (R4), the clean close ([`Session::finish`]), the `Ack`'s check
+//! ([`read_ack`], which the libp2p carrier's [`crate::bee_session`] shares) and every
+//! carrier's [`SessionError`].
 //!
 //! Never: signs, verifies or interprets a `Broadcast` (the publisher and subscriber do),
 //! retries (callers apply [`crate::backoff`] between joins), or keeps a frame of a previous
@@ -23,6 +25,7 @@ use bps_proto::{
 };
 use bytes::{Bytes, BytesMut};
 
+use crate::bee_node::BeeError;
 use crate::refusal::Refusal;
 use crate::websocket::{Framing, Next, WsError, WsUrl, close_reason, upgrade};
 
@@ -84,6 +87,8 @@ pub enum SessionError {
     /// The WebSocket carrier failed: a bad URL, a refused upgrade, a framing fault, the
     /// broker's close frame.
     WebSocket(WsError),
+    /// The libp2p carrier failed: the dial, bee's handshake, the stream.
+    P2p(BeeError),
 }
 
 impl fmt::Display for SessionError {
@@ -106,6 +111,7 @@ impl fmt::Display for SessionError {
             Self::Decode(error) => write!(formatter, "bad Ack from the broker: {error}"),
             Self::BadAck(message) => write!(formatter, "bad Ack from the broker: {message}"),
             Self::WebSocket(error) => write!(formatter, "WebSocket: {error}"),
+            Self::P2p(error) => write!(formatter, "libp2p: {error}"),
         }
     }
 }
@@ -122,6 +128,7 @@ impl std::error::Error for SessionError {
             Self::Frame(error) => Some(error),
             Self::Decode(error) => Some(error),
             Self::WebSocket(error) => Some(error),
+            Self::P2p(error) => Some(error),
             _ => None,
         }
     }
@@ -136,6 +143,15 @@ impl From<io::Error> for SessionError {
 impl From<WsError> for SessionError {
     fn from(error: WsError) -> Self {
         Self::WebSocket(error)
+    }
+}
+
+impl From<BeeError> for SessionError {
+    fn from(error: BeeError) -> Self {
+        match error {
+            BeeError::Closed => Self::Closed,
+            other => Self::P2p(other),
+        }
     }
 }
 
@@ -232,18 +248,12 @@ impl Session {
         let Some(body) = session.recv(config.handshake_timeout)? else {
             return Err(SessionError::HandshakeTimeout(config.handshake_timeout));
         };
-        let ack = decode_ack(body).map_err(SessionError::Decode)?;
-        match Status::try_from(ack.status) {
-            Ok(Status::Ok) => {
-                session.challenge = Hash::try_from(ack.challenge.as_ref()).map_err(|_| {
-                    SessionError::BadAck(format!(
-                        "OK with a {}-byte challenge, expected {CHALLENGE_BYTES}",
-                        ack.challenge.len()
-                    ))
-                })?;
+        match read_ack(body)? {
+            AckAnswer::Ok(challenge) => {
+                session.challenge = challenge;
                 Ok(JoinAnswer::Joined(session))
             }
-            Ok(status @ (Status::Full | Status::Rejected)) => {
+            AckAnswer::Refused(status) => {
                 let wait = REFUSAL_REASON_WAIT.min(config.handshake_timeout);
                 let reason = session.websocket.as_deref_mut().and_then(|framing| {
                     close_reason(&mut session.stream, &mut session.buf, framing, wait)
@@ -253,13 +263,6 @@ impl Session {
                     None => Refusal::new(status),
                 }))
             }
-            Ok(Status::Unspecified) => {
-                Err(SessionError::BadAck("status STATUS_UNSPECIFIED".to_owned()))
-            }
-            Err(_) => Err(SessionError::BadAck(format!(
-                "unknown status {}",
-                ack.status
-            ))),
         }
     }
 
@@ -397,6 +400,38 @@ impl Session {
             self.nonblocking = nonblocking;
         }
         Ok(())
+    }
+}
+
+/// What an `Ack` says (R4, R5), whatever carried it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckAnswer {
+    /// `OK` with the stream's challenge.
+    Ok(Hash),
+    /// `FULL` or `REJECTED`.
+    Refused(Status),
+}
+
+/// The `Ack` in `body`, checked: a known status, and `OK` with a 32-byte challenge.
+pub fn read_ack(body: Bytes) -> Result<AckAnswer, SessionError> {
+    let ack = decode_ack(body).map_err(SessionError::Decode)?;
+    match Status::try_from(ack.status) {
+        Ok(Status::Ok) => Hash::try_from(ack.challenge.as_ref())
+            .map(AckAnswer::Ok)
+            .map_err(|_| {
+                SessionError::BadAck(format!(
+                    "OK with a {}-byte challenge, expected {CHALLENGE_BYTES}",
+                    ack.challenge.len()
+                ))
+            }),
+        Ok(status @ (Status::Full | Status::Rejected)) => Ok(AckAnswer::Refused(status)),
+        Ok(Status::Unspecified) => {
+            Err(SessionError::BadAck("status STATUS_UNSPECIFIED".to_owned()))
+        }
+        Err(_) => Err(SessionError::BadAck(format!(
+            "unknown status {}",
+            ack.status
+        ))),
     }
 }
 

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use bps_bench::load::ceiling::{measure_pipeline, measure_verify};
 use bps_bench::load::config::{LoadConfig, Mode, Shape};
 use bps_bench::load::conns::measure_conns;
+use bps_bench::load::p2p::STREAMS_PER_CONNECTION_DEFAULT;
 use bps_bench::load::plan::Plan;
 use bps_bench::load::progress::ProgressMode;
 use bps_bench::load::report::{Report, SloVerdict};
@@ -29,6 +30,7 @@ use bps_bench::load::slo::{Slo, parse_duration_us};
 use bps_bench::load::stamp::STAMP_BYTES;
 use bps_bench::load::websocket::Transport;
 use bps_bench::load::{EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_SLO_MISSED, EXIT_USAGE};
+use bps_client::bee_node::DEFAULT_NETWORK_ID;
 use bps_client::spec::BindingArg;
 use bps_proto::Binding;
 use bps_verify::CHUNK_SIZE;
@@ -123,14 +125,25 @@ impl OutputArgs {
 
 #[derive(Debug, Args)]
 struct LoadArgs {
-    /// The broker (or NATS server).
-    #[arg(long, value_name = "HOST:PORT")]
+    /// The broker (or NATS server); over `--transport p2p` its libp2p multiaddr
+    /// `/ip4/HOST/tcp/PORT/p2p/PEER_ID`.
+    #[arg(long, value_name = "HOST:PORT|MULTIADDR")]
     target: String,
-    /// The BPS streams' carrier: `tcp`, or `ws`: the broker's native WebSocket endpoint
+    /// The BPS streams' carrier: `tcp`; `ws`: the broker's native WebSocket endpoint
     /// `ws://TARGET/bps/v1` (its `[ws]` listener, default port 1639), one BPS frame per
-    /// binary message, client frames masked.
+    /// binary message, client frames masked; `p2p`: each stream a
+    /// `/swarm/pubsub/1.0.0/pubsub` stream of a Swarm light node (bee's handshake, Noise,
+    /// yamux), several streams per libp2p connection.
     #[arg(long, value_enum, default_value = "tcp")]
     transport: TransportArg,
+    /// The Swarm network id of `--transport p2p` (the broker's p2p.network_id).
+    #[arg(long, default_value_t = DEFAULT_NETWORK_ID, value_name = "N")]
+    network_id: u64,
+    /// Streams per libp2p connection over `--transport p2p`: at most the broker's
+    /// p2p.streams_per_connection_max less one (a handshake or headers exchange in flight);
+    /// the run opens as many connections as its streams need (at most p2p.connections_max).
+    #[arg(long, default_value_t = STREAMS_PER_CONNECTION_DEFAULT, value_name = "N")]
+    p2p_streams_per_connection: u32,
     /// Messages per second per publisher (open loop); 0 = closed loop.
     #[arg(long, default_value = "1000", value_name = "PER_S")]
     rate: f64,
@@ -219,6 +232,8 @@ enum TransportArg {
     Tcp,
     /// One BPS frame per WebSocket message on the native endpoint.
     Ws,
+    /// Bare BPS frames on libp2p pubsub streams, as a Swarm light node.
+    P2p,
 }
 
 impl From<TransportArg> for Transport {
@@ -226,6 +241,7 @@ impl From<TransportArg> for Transport {
         match transport {
             TransportArg::Tcp => Self::Tcp,
             TransportArg::Ws => Self::Ws,
+            TransportArg::P2p => Self::P2p,
         }
     }
 }
@@ -477,13 +493,23 @@ fn check_load_args(mode: Mode, args: &LoadArgs) -> Result<(), UsageError> {
     if mode == Mode::Nats && args.transport != TransportArg::Tcp {
         return Err(usage(
             "--transport",
-            "NATS runs are TCP; ws is the BPS broker's WebSocket endpoint",
+            "NATS runs are TCP; ws and p2p are the BPS broker's carriers",
         ));
+    }
+    if args.transport == TransportArg::P2p && args.sources > 1 {
+        return Err(usage(
+            "--sources",
+            "libp2p connections dial from the address the kernel picks: 1 over p2p",
+        ));
+    }
+    if args.transport == TransportArg::P2p && args.p2p_streams_per_connection == 0 {
+        return Err(usage("--p2p-streams-per-connection", "at least 1"));
     }
     if args.sign_ahead > 0 && args.transport != TransportArg::Tcp {
         return Err(usage(
             "--sign-ahead",
-            "frames signed during the run go over TCP only; over ws every frame is presigned",
+            "frames signed during the run go over TCP only; over ws and p2p every frame is \
+             presigned",
         ));
     }
     let size_max = if mode == Mode::Nats {
@@ -545,6 +571,8 @@ fn load_config(mode: Mode, args: LoadArgs) -> Result<LoadConfig, UsageError> {
         mode,
         target: args.target,
         transport: args.transport.into(),
+        network_id: args.network_id,
+        p2p_streams_per_connection: args.p2p_streams_per_connection,
         rate: args.rate,
         size: args.size,
         duration,

@@ -149,9 +149,13 @@ pub struct LoadConfig {
     pub mode: Mode,
     /// The broker (or NATS server), `HOST:PORT`.
     pub target: String,
-    /// The BPS streams' carrier: TCP, or the broker's native WebSocket endpoint at
-    /// `ws://TARGET/bps/v1`.
+    /// The BPS streams' carrier: TCP, the broker's native WebSocket endpoint at
+    /// `ws://TARGET/bps/v1`, or libp2p pubsub streams (the target a multiaddr).
     pub transport: Transport,
+    /// The Swarm network of the light nodes of `--transport p2p`.
+    pub network_id: u64,
+    /// Streams on one libp2p connection over `--transport p2p`.
+    pub p2p_streams_per_connection: u32,
     /// Messages per second per publisher; 0 = closed loop.
     pub rate: f64,
     /// Payload bytes per message (at least the 32-byte stamp, at most 4096).
@@ -304,6 +308,8 @@ mod tests {
             mode: Mode::Pubsub,
             target: "127.0.0.1:1".to_owned(),
             transport: Transport::Tcp,
+            network_id: 1,
+            p2p_streams_per_connection: 63,
             rate: 0.0,
             size: 4096,
             duration: Duration::from_secs(1),

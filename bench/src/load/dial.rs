@@ -117,15 +117,27 @@ pub fn join(
     addr: &Address,
     transport: Transport,
 ) -> Result<Joined, JoinError> {
-    let failed = |error: io::Error| JoinError::Failed(format!("{target}: {error}"));
-    let mut stream = connect(target, source)
+    let stream = connect(target, source)
         .map_err(|error| JoinError::Failed(format!("cannot connect to {target}: {error}")))?;
+    join_on(stream, target, spec, addr, transport)
+}
+
+/// Joins `spec` as `addr` on `stream`, already connected to `target` (over libp2p: the
+/// generator's end of a bridged pubsub stream, bare frames as on TCP).
+pub fn join_on(
+    mut stream: TcpStream,
+    target: &str,
+    spec: &Spec,
+    addr: &Address,
+    transport: Transport,
+) -> Result<Joined, JoinError> {
+    let failed = |error: io::Error| JoinError::Failed(format!("{target}: {error}"));
     stream
         .set_write_timeout(Some(HANDSHAKE_TIMEOUT))
         .map_err(failed)?;
     let join = encode_frame(&spec.to_join(addr));
     let (mut buf, mut framing) = match transport {
-        Transport::Tcp => {
+        Transport::Tcp | Transport::P2p => {
             stream.write_all(&join).map_err(failed)?;
             (BytesMut::with_capacity(ACK_READ_BYTES), None)
         }

@@ -8,6 +8,8 @@
 //! - [`dial`]: connecting from a source address and the BPS handshake;
 //! - [`websocket`]: the WebSocket carrier of `--transport ws` (upgrade, masked messages,
 //!   server frames, a delivery's wire size);
+//! - [`p2p`]: the libp2p carrier of `--transport p2p` (Swarm light nodes, many pubsub
+//!   streams per connection, bridged to the generator's sockets, and their CPU cost);
 //! - [`stamp`]: the publisher/sequence/intended-time stamp inside every payload;
 //! - [`schedule`]: the open-loop schedule `t0 + k / rate` and the clock;
 //! - [`presign`]: signing every message before `t0` on every core;
@@ -43,6 +45,7 @@ pub mod conns;
 pub mod dial;
 pub mod latency;
 pub mod nats;
+pub mod p2p;
 pub mod plan;
 pub mod poller;
 pub mod presign;

@@ -47,6 +47,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::load::config::{LoadConfig, Mode};
+use crate::load::p2p::P2pPool;
 use crate::load::plan::Plan;
 use crate::load::progress::{RunProgress, RunTimeline};
 use crate::load::receiver::{self, Endpoint, Totals, Wire};
@@ -105,14 +106,53 @@ pub fn run(config: &LoadConfig) -> Result<Report, RunError> {
         Wire::Bps
     };
     let base_index = now_ns() / 1000;
-    let joined = join::join_all(config, &plan, wire, base_index)?;
+    let p2p = p2p_pool(config, &plan)?;
+    let joined = join::join_all((config, p2p.as_ref()), &plan, wire, base_index)?;
     report.peer_load = Some(peer_load_of(&plan));
     let pacing = Pacing::of(config, &plan, wire, base_index);
     let signed = signing::sign_all(config, &plan, &pacing, &joined.publishers)?;
     let started = start(config, &plan, wire, &pacing, joined, signed)?;
     let finished = finish(config, &plan, started)?;
     fill_report(&mut report, config, &plan, &pacing, finished);
+    if let Some(pool) = &p2p {
+        let cost = pool.cost(report.delivered);
+        report.figures.insert(
+            "p2p".to_owned(),
+            serde_json::to_value(cost).unwrap_or_default(),
+        );
+    }
     Ok(report)
+}
+
+/// Over `--transport p2p`, the light nodes every stream of the plan fits on.
+fn p2p_pool(config: &LoadConfig, plan: &Plan) -> Result<Option<P2pPool>, RunError> {
+    if config.transport != Transport::P2p {
+        return Ok(None);
+    }
+    let mut streams = 0usize;
+    if config.mode.subscribes() {
+        streams += plan
+            .cohorts
+            .iter()
+            .map(|c| c.subscribers.len())
+            .sum::<usize>();
+    }
+    if config.mode.publishes() {
+        streams += plan
+            .cohorts
+            .iter()
+            .map(|c| c.publishers.len())
+            .sum::<usize>();
+    }
+    let streams = u32::try_from(streams).unwrap_or(u32::MAX);
+    P2pPool::connect(
+        &config.target,
+        config.network_id,
+        streams,
+        config.p2p_streams_per_connection,
+    )
+    .map(Some)
+    .map_err(RunError::Failed)
 }
 
 /// The run's plan from the seed and shape; `--sources` only towards loopback.
@@ -355,7 +395,7 @@ impl SendStart<'_> {
                 )?)
             } else {
                 match config.transport {
-                    Transport::Tcp => Source::Presigned(Arc::new(frames)),
+                    Transport::Tcp | Transport::P2p => Source::Presigned(Arc::new(frames)),
                     Transport::Ws => Source::PresignedWs(Arc::new(frames), Masker::new()),
                 }
             }

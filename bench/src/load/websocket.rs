@@ -31,6 +31,9 @@ pub enum Transport {
     Tcp,
     /// One frame per binary message on the native WebSocket endpoint.
     Ws,
+    /// Bare frames on `/swarm/pubsub/1.0.0/pubsub` streams of Swarm light nodes
+    /// ([`crate::load::p2p`]).
+    P2p,
 }
 
 impl Transport {
@@ -39,6 +42,7 @@ impl Transport {
         match self {
             Self::Tcp => "tcp",
             Self::Ws => "ws",
+            Self::P2p => "p2p",
         }
     }
 }

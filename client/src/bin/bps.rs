@@ -13,6 +13,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use bps_client::bee_node::{BeeTarget, DEFAULT_NETWORK_ID};
 use bps_client::client::{
     ClientError, Connection, INPUT_LINES_QUEUED_MAX, Output, PubOptions, SubOptions, run_pub,
     run_sub,
@@ -142,12 +143,23 @@ enum KeyCommand {
 /// Where to connect.
 #[derive(Debug, Args)]
 struct ConnectionArgs {
-    /// The broker: HOST:PORT (TCP) or ws://HOST:PORT/bps/v1 (its native WebSocket
-    /// endpoint, one BPS frame per message; port 1639 by default). A comma-separated list
-    /// of brokers ranks them for the cohort by placement (docs/SCALING.md): the run joins
-    /// the cohort's root and, after a failed connect or a lost stream, the next in rank.
-    #[arg(long, value_name = "HOST:PORT|ws://HOST:PORT/bps/v1[,...]")]
+    /// The broker: HOST:PORT (TCP), ws://HOST:PORT/bps/v1 (its native WebSocket
+    /// endpoint, one BPS frame per message; port 1639 by default) or a libp2p multiaddr
+    /// /ip4/HOST/tcp/PORT/p2p/PEER_ID (also /ip6, /dns4, /dns6, /dns; the broker's p2p.listen
+    /// port, 1634 by default, and the peer id its log names): the run is then a Swarm light
+    /// node, does bee's handshake and carries BPS on a /swarm/pubsub/1.0.0/pubsub stream. A
+    /// comma-separated list of brokers ranks them for the cohort by placement
+    /// (docs/SCALING.md): the run joins the cohort's root and, after a failed connect or a
+    /// lost stream, the next in rank.
+    #[arg(
+        long,
+        value_name = "HOST:PORT|ws://HOST:PORT/bps/v1|/ip4/HOST/tcp/PORT/p2p/PEER_ID[,...]"
+    )]
     target: String,
+    /// The Swarm network id of a libp2p target (1: mainnet, 10: testnet); the broker's
+    /// p2p.network_id must match, or its handshake fails.
+    #[arg(long, default_value_t = DEFAULT_NETWORK_ID, value_name = "N")]
+    network_id: u64,
     /// Give up after this many milliseconds.
     #[arg(long, value_name = "N")]
     timeout_ms: Option<u64>,
@@ -163,8 +175,14 @@ impl ConnectionArgs {
         let targets = parse_targets(&self.target);
         bps_proto::placement::names(&targets)
             .map_err(|error| ArgError::new("--target", error.to_string()))?;
+        // A bad multiaddr is bad input, found before any run starts.
+        for target in targets.iter().filter(|target| BeeTarget::is_p2p(target)) {
+            BeeTarget::parse(target)
+                .map_err(|error| ArgError::new("--target", error.to_string()))?;
+        }
         Ok(Connection {
             targets,
+            network_id: self.network_id,
             session: SessionConfig::default(),
             reconnect: !self.no_reconnect,
             timeout: self.timeout_ms.map(Duration::from_millis),

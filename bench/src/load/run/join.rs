@@ -18,9 +18,14 @@ use super::{RunError, failed};
 use crate::load::config::{CheckKind, LoadConfig, Mode};
 use crate::load::dial::{self, JoinError};
 use crate::load::nats;
+use crate::load::p2p::P2pPool;
 use crate::load::plan::{CohortPlan, Member, Plan, PublisherPlan};
 use crate::load::receiver::Wire;
 use crate::load::websocket::Transport;
+
+/// How the run's streams are dialed: its settings, and over `--transport p2p` the light
+/// nodes they are opened on.
+pub(super) type Dialing<'a> = (&'a LoadConfig, Option<&'a P2pPool>);
 
 /// Every stream of the run, joined.
 pub(super) struct Joined {
@@ -30,18 +35,18 @@ pub(super) struct Joined {
 
 /// Joins the subscribers, then the publishers, as far as the mode has them.
 pub(super) fn join_all(
-    config: &LoadConfig,
+    (config, p2p): Dialing<'_>,
     plan: &Plan,
     wire: Wire,
     base_index: u64,
 ) -> Result<Joined, RunError> {
     let subscribers = if config.mode.subscribes() {
-        join_subscribers(config, plan, wire)?
+        join_subscribers((config, p2p), plan, wire)?
     } else {
         Vec::new()
     };
     let publishers = if config.mode.publishes() {
-        join_publishers(config, plan, base_index)?
+        join_publishers((config, p2p), plan, base_index)?
     } else {
         Vec::new()
     };
@@ -111,7 +116,7 @@ pub(super) fn nats_sid(member: u32) -> u64 {
 
 /// Joins every subscriber of the plan, [`JOIN_THREADS`] at a time.
 fn join_subscribers(
-    config: &LoadConfig,
+    (config, p2p): Dialing<'_>,
     plan: &Plan,
     wire: Wire,
 ) -> Result<Vec<JoinedSubscriber>, RunError> {
@@ -123,12 +128,12 @@ fn join_subscribers(
         })
         .collect();
     in_parallel(members, JOIN_THREADS, &|(cohort, member)| {
-        join_subscriber(config, plan, wire, cohort, member)
+        join_subscriber((config, p2p), plan, wire, cohort, member)
     })
 }
 
 fn join_subscriber(
-    config: &LoadConfig,
+    (config, p2p): Dialing<'_>,
     plan: &Plan,
     wire: Wire,
     cohort_index: u32,
@@ -149,7 +154,7 @@ fn join_subscriber(
                 .get(member as usize)
                 .copied()
                 .unwrap_or([0; 20]);
-            let joined = join(config, source, cohort, &addr)?;
+            let joined = join((config, p2p), source, cohort, &addr)?;
             (joined.stream, joined.leftover)
         }
         Wire::Nats => {
@@ -174,12 +179,20 @@ fn join_subscriber(
 }
 
 fn join(
-    config: &LoadConfig,
+    (config, p2p): Dialing<'_>,
     source: Option<IpAddr>,
     cohort: &CohortPlan,
     addr: &[u8; 20],
 ) -> Result<dial::Joined, RunError> {
-    let joined = dial::join(&config.target, source, &cohort.spec, addr, config.transport);
+    let joined = match p2p {
+        Some(pool) => pool
+            .open()
+            .map_err(|error| JoinError::Failed(format!("{}: {error}", config.target)))
+            .and_then(|stream| {
+                dial::join_on(stream, &config.target, &cohort.spec, addr, config.transport)
+            }),
+        None => dial::join(&config.target, source, &cohort.spec, addr, config.transport),
+    };
     joined.map_err(|error| match error {
         JoinError::Refused(refusal) => RunError::Refused(format!(
             "join of cohort {} refused: {refusal}{}",
@@ -199,7 +212,7 @@ fn join(
 /// Joins every publisher, [`JOIN_THREADS`] at a time; a pending stream (the live stream's
 /// admin) claims at once.
 fn join_publishers(
-    config: &LoadConfig,
+    (config, p2p): Dialing<'_>,
     plan: &Plan,
     base_index: u64,
 ) -> Result<Vec<JoinedPublisher>, RunError> {
@@ -209,12 +222,12 @@ fn join_publishers(
         .flat_map(|cohort| (0..cohort.publishers.len() as u32).map(|local| (cohort.index, local)))
         .collect();
     in_parallel(publishers, JOIN_THREADS, &|(cohort, local)| {
-        join_publisher(config, plan, base_index, cohort, local)
+        join_publisher((config, p2p), plan, base_index, cohort, local)
     })
 }
 
 fn join_publisher(
-    config: &LoadConfig,
+    (config, p2p): Dialing<'_>,
     plan: &Plan,
     base_index: u64,
     cohort_index: u32,
@@ -241,7 +254,7 @@ fn join_publisher(
             leftover: connected.leftover,
         });
     }
-    let mut joined = join(config, source, cohort, &publisher.key.address())?;
+    let mut joined = join((config, p2p), source, cohort, &publisher.key.address())?;
     claim_if_pending(config, cohort, publisher, base_index, &mut joined)?;
     Ok(JoinedPublisher {
         global: publisher.global,
@@ -279,7 +292,7 @@ fn claim_if_pending(
         .map_err(|error| RunError::Failed(error.to_string()))?
         .ok_or_else(|| RunError::Failed("a pending publisher has no claim to send".to_owned()))?;
     let claim = match config.transport {
-        Transport::Tcp => claim.signed.frame.to_vec(),
+        Transport::Tcp | Transport::P2p => claim.signed.frame.to_vec(),
         Transport::Ws => Framing::wrap(&claim.signed.frame),
     };
     joined.stream.write_all(&claim).map_err(failed("claim"))?;

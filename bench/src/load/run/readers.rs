@@ -225,7 +225,7 @@ impl Endpoints<'_> {
             .cloned()
             .unwrap_or_else(|| Err(format!("no cohort {cohort}")))
             .map(|frame| match self.config.transport {
-                Transport::Tcp => frame,
+                Transport::Tcp | Transport::P2p => frame,
                 Transport::Ws => websocket::message_bytes(frame),
             })
             .map_err(RunError::Failed)
