@@ -127,7 +127,9 @@ fn more_streams_per_connection_than_the_broker_takes_names_the_key_to_raise() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("of libp2p connection 1: the broker closed the libp2p stream")
+        // Whichever connection reaches the bound first says so.
+        stderr.contains("of libp2p connection ")
+            && stderr.contains(": the broker closed the libp2p stream")
             && stderr.contains("p2p.streams_per_connection_max"),
         "{stderr}"
     );

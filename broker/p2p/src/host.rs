@@ -31,6 +31,7 @@ use crate::{
     pending::PendingPerIpExceeded,
     pipe::{self, Direction, StreamCounts, StreamPipe},
     stats::HostStats,
+    streams::{Inbound, OpenFailure, Streams},
     swarm::{self, Behaviour, BehaviourEvent},
 };
 
@@ -282,16 +283,20 @@ struct Host {
     events: mpsc::Sender<HostEvent>,
     redial: Redial,
     counts: Arc<StreamCounts>,
-    control: libp2p_stream::Control,
     stats: Arc<HostStats>,
 }
 
 impl Host {
-    /// The swarm with its listeners bound and an accept task per protocol (on the runtime
-    /// this is called on).
+    /// The swarm with its listeners bound and the acceptor task of its inbound streams (on
+    /// the runtime this is called on).
     fn new(setup: Setup) -> Result<Self, StartError> {
-        let mut swarm =
-            swarm::build(&setup.config, setup.key).map_err(|e| StartError::Build(e.to_string()))?;
+        let (streams, inbound) = Streams::new(
+            setup.protocols,
+            Arc::clone(&setup.stats),
+            OPEN_STREAM_TIMEOUT,
+        );
+        let mut swarm = swarm::build(&setup.config, setup.key, streams)
+            .map_err(|e| StartError::Build(e.to_string()))?;
         for addr in &setup.config.listen {
             swarm
                 .listen_on(addr.clone())
@@ -301,26 +306,18 @@ impl Host {
                 })?;
         }
         let counts = StreamCounts::new(setup.config.max_streams_per_connection.get());
-        let mut control = swarm.behaviour().streams.new_control();
-        for protocol in setup.protocols {
-            let incoming = control
-                .accept(protocol.clone())
-                .map_err(|_| StartError::Config(ConfigError::BadProtocol(protocol.to_string())))?;
-            let acceptor = Acceptor {
-                protocol,
-                counts: Arc::clone(&counts),
-                events: setup.events.clone(),
-                stats: Arc::clone(&setup.stats),
-            };
-            tokio::spawn(acceptor.run(incoming));
-        }
+        let acceptor = Acceptor {
+            counts: Arc::clone(&counts),
+            events: setup.events.clone(),
+            stats: Arc::clone(&setup.stats),
+        };
+        tokio::spawn(acceptor.run(inbound));
         let redial = Redial::new(setup.targets, Instant::now());
         Ok(Self {
             swarm,
             events: setup.events,
             redial,
             counts,
-            control,
             stats: setup.stats,
         })
     }
@@ -522,21 +519,24 @@ impl Host {
             let _ = reply.send(Err(OpenError::TooManyStreams));
             return;
         };
-        let mut control = self.control.clone();
+        let (opened_tx, opened) = oneshot::channel();
+        self.swarm
+            .behaviour_mut()
+            .streams
+            .open(peer, protocol.clone(), opened_tx);
         let stats = Arc::clone(&self.stats);
         tokio::spawn(async move {
-            let opened = tokio::time::timeout(
-                OPEN_STREAM_TIMEOUT,
-                control.open_stream(peer, protocol.clone()),
-            )
-            .await;
+            // The handler's own timeout answers first; this one bounds a lost answer.
+            let opened = tokio::time::timeout(OPEN_STREAM_TIMEOUT * 2, opened).await;
             let result = match opened {
-                Err(_) => Err(OpenError::Timeout),
-                Ok(Err(libp2p_stream::OpenStreamError::UnsupportedProtocol(p))) => {
-                    Err(OpenError::Unsupported(p))
+                Err(_) | Ok(Ok(Err(OpenFailure::Timeout))) => Err(OpenError::Timeout),
+                Ok(Err(_)) => Err(OpenError::Io("the connection closed".into())),
+                Ok(Ok(Err(OpenFailure::NotConnected))) => {
+                    Err(OpenError::Io("not connected".into()))
                 }
-                Ok(Err(e)) => Err(OpenError::Io(e.to_string())),
-                Ok(Ok(stream)) => {
+                Ok(Ok(Err(OpenFailure::Unsupported(p)))) => Err(OpenError::Unsupported(p)),
+                Ok(Ok(Err(OpenFailure::Io(e)))) => Err(OpenError::Io(e)),
+                Ok(Ok(Ok(stream))) => {
                     HostStats::bump(&stats.streams_outbound);
                     Ok(pipe::spawn(
                         stream,
@@ -595,7 +595,6 @@ fn remote_of(endpoint: &ConnectedPoint) -> (Multiaddr, Direction) {
 
 /// Hands the inbound streams of one protocol to the caller.
 struct Acceptor {
-    protocol: StreamProtocol,
     counts: Arc<StreamCounts>,
     events: mpsc::Sender<HostEvent>,
     stats: Arc<HostStats>,
@@ -604,24 +603,20 @@ struct Acceptor {
 impl Acceptor {
     /// A stream over its connection's bound is dropped unclosed, which yamux answers with a
     /// reset of that stream alone, and counted (`HostStats::streams_refused`).
-    /// libp2p-stream queues one negotiated stream per protocol for this task and resets one
-    /// that finds the queue full (uncounted here); this task only hands streams on, so it
-    /// keeps up: 40 streams opened at once on one connection were all accepted, in each of 3 runs.
-    async fn run(self, mut incoming: libp2p_stream::IncomingStreams) {
-        while let Some((peer, stream)) = incoming.next().await {
+    async fn run(self, mut inbound: mpsc::Receiver<Inbound>) {
+        while let Some(Inbound {
+            peer,
+            protocol,
+            stream,
+        }) = inbound.recv().await
+        {
             let Some(slot) = self.counts.acquire(peer) else {
                 HostStats::bump(&self.stats.streams_refused);
                 drop(stream);
                 continue;
             };
             HostStats::bump(&self.stats.streams_inbound);
-            let pipe = pipe::spawn(
-                stream,
-                peer,
-                self.protocol.clone(),
-                Direction::Inbound,
-                slot,
-            );
+            let pipe = pipe::spawn(stream, peer, protocol, Direction::Inbound, slot);
             if self
                 .events
                 .send(HostEvent::StreamOpened(pipe))

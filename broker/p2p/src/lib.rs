@@ -9,7 +9,7 @@
 //! `swarm` (the transports and behaviours), `pending` (inbound upgrades per IP), `host` (the
 //! thread, its loop and the caller's handle), `pipe` (a stream as channels), `dial` (the
 //! redial backoff of the configured peers), `event` (what the host reports), `stats` (its
-//! counters).
+//! counters), `streams` (the behaviour that hands out raw protocol streams).
 
 mod config;
 mod dial;
@@ -19,6 +19,7 @@ mod identity;
 mod pending;
 mod pipe;
 mod stats;
+mod streams;
 mod swarm;
 
 pub use config::{

@@ -16,6 +16,9 @@ pub struct HostStats {
     pub streams_refused: AtomicU64,
     /// Connections closed because their ping timed out (the peer is gone or stuck).
     pub ping_timeouts: AtomicU64,
+    /// Negotiated inbound streams dropped (reset) because the queue to the acceptor was full
+    /// (`streams::INBOUND_STREAMS_QUEUED`).
+    pub inbound_dropped: AtomicU64,
     /// Inbound connections refused at `max_connections` or the pending inbound cap.
     pub connections_refused_limit: AtomicU64,
     /// Inbound connections refused at `max_pending_per_ip` (one IP's upgrades).

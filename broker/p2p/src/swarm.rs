@@ -10,7 +10,7 @@ use libp2p::{
     swarm::NetworkBehaviour, tcp, tls, yamux,
 };
 
-use crate::{config::P2pConfig, pending::PendingPerIp};
+use crate::{config::P2pConfig, pending::PendingPerIp, streams::Streams};
 
 /// Connections per peer: one, so the per-connection stream bound is the per-peer bound
 /// `pipe::StreamCounts` keeps. A second connection (both sides dialing at once) is denied.
@@ -35,14 +35,19 @@ pub struct Behaviour {
     pub pending: PendingPerIp,
     pub identify: identify::Behaviour,
     pub ping: ping::Behaviour,
-    pub streams: libp2p_stream::Behaviour,
+    pub streams: Streams,
 }
 
 /// Why the swarm could not be built.
 pub type BuildError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A swarm for `key` with `config`'s bounds; to be polled on a tokio runtime.
-pub fn build(config: &P2pConfig, key: Keypair) -> Result<Swarm<Behaviour>, BuildError> {
+/// A swarm for `key` with `config`'s bounds and `streams` handing out the raw streams; to be
+/// polled on a tokio runtime.
+pub fn build(
+    config: &P2pConfig,
+    key: Keypair,
+    streams: Streams,
+) -> Result<Swarm<Behaviour>, BuildError> {
     let idle = config.idle_connection_timeout;
     let swarm = SwarmBuilder::with_existing_identity(key)
         .with_tokio()
@@ -51,7 +56,7 @@ pub fn build(config: &P2pConfig, key: Keypair) -> Result<Swarm<Behaviour>, Build
             (tls::Config::new, noise::Config::new),
             yamux_config,
         )?
-        .with_behaviour(|key| behaviour(config, key))
+        .with_behaviour(|key| behaviour(config, key, streams))
         .map_err(|e: Infallible| -> BuildError { match e {} })?
         .with_swarm_config(|swarm| swarm.with_idle_connection_timeout(idle))
         .build();
@@ -64,7 +69,7 @@ fn yamux_config() -> yamux::Config {
     yamux
 }
 
-fn behaviour(config: &P2pConfig, key: &Keypair) -> Behaviour {
+fn behaviour(config: &P2pConfig, key: &Keypair, streams: Streams) -> Behaviour {
     let limits = connection_limits::ConnectionLimits::default()
         .with_max_established(Some(config.max_connections.get()))
         .with_max_established_per_peer(Some(CONNECTIONS_PER_PEER))
@@ -76,6 +81,6 @@ fn behaviour(config: &P2pConfig, key: &Keypair) -> Behaviour {
         pending: PendingPerIp::new(config.max_pending_per_ip.get()),
         identify: identify::Behaviour::new(identify),
         ping: ping::Behaviour::new(ping::Config::new()),
-        streams: libp2p_stream::Behaviour::new(),
+        streams,
     }
 }

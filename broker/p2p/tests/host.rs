@@ -375,3 +375,35 @@ async fn connections_over_the_pending_per_ip_bound_are_refused_and_counted() {
     counted(&b.host.stats().connections_refused_pending_per_ip, 2).await;
     assert_eq!(HostStats::get(&b.host.stats().connections_refused_limit), 0);
 }
+
+#[tokio::test]
+async fn bursts_of_streams_from_several_peers_at_once_all_arrive() {
+    const PEERS: usize = 6;
+    const STREAMS_PER_PEER: usize = 8;
+    let mut b = start(config("burst-b")).await;
+    let mut peers = Vec::new();
+    for index in 0..PEERS {
+        let mut a = start(config(&format!("burst-a{index}"))).await;
+        connect(&mut a, &mut b).await;
+        peers.push(a);
+    }
+    let b_id = b.host.peer_id();
+    let handles: Vec<_> = peers.iter().map(|a| a.host.handle()).collect();
+    let opens = handles.iter().flat_map(|handle| {
+        (0..STREAMS_PER_PEER).map(|_| handle.open_stream(b_id, StreamProtocol::new(PUBSUB)))
+    });
+    let opened: Vec<StreamPipe> = futures::future::join_all(opens)
+        .await
+        .into_iter()
+        .map(|opened| opened.expect("opened"))
+        .collect();
+    let mut arrived = Vec::new();
+    while arrived.len() < opened.len() {
+        arrived.push(inbound_stream(&mut b.events).await);
+    }
+    assert_eq!(HostStats::get(&b.host.stats().inbound_dropped), 0);
+    assert_eq!(
+        HostStats::get(&b.host.stats().streams_inbound),
+        (PEERS * STREAMS_PER_PEER) as u64
+    );
+}

@@ -508,6 +508,7 @@ fn p2p_host_figures(
         streams_inbound: read(&stats.streams_inbound),
         streams_outbound: read(&stats.streams_outbound),
         streams_refused: read(&stats.streams_refused),
+        streams_dropped: read(&stats.inbound_dropped),
         ping_timeouts: read(&stats.ping_timeouts),
         connections_refused_limit: read(&stats.connections_refused_limit),
         connections_refused_pending_per_ip: read(&stats.connections_refused_pending_per_ip),

@@ -42,6 +42,8 @@ pub struct P2pHostFigures {
     pub streams_outbound: u64,
     /// Streams refused at `p2p.streams_per_connection_max`.
     pub streams_refused: u64,
+    /// Negotiated inbound streams reset at the host's queue of them.
+    pub streams_dropped: u64,
     /// Connections closed because their ping timed out.
     pub ping_timeouts: u64,
     /// Inbound connections refused at `p2p.connections_max`.

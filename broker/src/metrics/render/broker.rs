@@ -48,7 +48,7 @@ const MEMORY_GAUGES: [Family<BrokerGauges>; 5] = [
 ];
 
 /// The libp2p host's counters: name, help and the figure, in export order.
-const P2P_HOST_COUNTERS: [Family<P2pHostFigures>; 6] = [
+const P2P_HOST_COUNTERS: [Family<P2pHostFigures>; 7] = [
     (
         "bps_p2p_host_streams_inbound_total",
         "Streams libp2p peers opened on a protocol the broker serves, handed to core 0.",
@@ -63,6 +63,11 @@ const P2P_HOST_COUNTERS: [Family<P2pHostFigures>; 6] = [
         "bps_p2p_host_streams_refused_total",
         "Streams reset or not opened because their connection had p2p.streams_per_connection_max open.",
         |host| host.streams_refused,
+    ),
+    (
+        "bps_p2p_host_streams_dropped_total",
+        "Negotiated inbound streams reset because the host's queue of them (256) was full.",
+        |host| host.streams_dropped,
     ),
     (
         "bps_p2p_host_ping_timeouts_total",
