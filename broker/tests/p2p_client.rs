@@ -7,22 +7,14 @@
 //!
 //! The `bps` binary comes from `support::cli::bps_binary`.
 
+mod p2p;
 mod support;
 
-use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 use support::cli::{JsonSub, bps_binary};
 use support::{Broker, key, topic};
-
-/// The broker's Swarm network in these tests: not the client's default (1), so a client
-/// that forgets `--network-id` is on another network.
-const NETWORK: u64 = 10;
-
-/// Enough streams per peer for the clients, which all come from 127.0.0.1.
-const MANY_STREAMS_PER_PEER: &str = "limits.streams_per_peer_per_cohort_max=64";
 
 /// How long a `bps` run may take (its own `--timeout-ms`).
 const RUN_TIMEOUT_MS: &str = "30000";
@@ -35,29 +27,10 @@ struct P2pBroker {
 }
 
 fn start_broker(name: &str) -> P2pBroker {
-    let dir = std::env::temp_dir().join(format!("bps-p2p-client-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let key_path = dir.join("libp2p.key");
-    let (keypair, _) = bps_p2p::load_or_create(&key_path).expect("broker key");
-    let peer = keypair.public().to_peer_id();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
-    let config = format!(
-        "[p2p]\nenabled = true\nlisten = [\"/ip4/127.0.0.1/tcp/{port}\"]\nmode = \"light\"\n\
-         network_id = {NETWORK}\nswarm_key_file = \"{}\"\nlibp2p_key_file = \"{}\"\n",
-        dir.join("swarm.key").display(),
-        key_path.display(),
-    );
-    let config_path: PathBuf = dir.join("broker.toml");
-    std::fs::write(&config_path, config).expect("config");
-    let path = config_path.to_str().expect("utf-8 path");
-    let broker = Broker::start_with(&["--config", path], &[MANY_STREAMS_PER_PEER]);
+    let started = p2p::start_broker(&format!("client-{name}"), "light", &[], "");
     P2pBroker {
-        broker,
-        multiaddr: format!("/ip4/127.0.0.1/tcp/{port}/p2p/{peer}"),
+        multiaddr: format!("{}/p2p/{}", started.addr, started.peer),
+        broker: started.broker,
     }
 }
 
@@ -147,7 +120,7 @@ fn deliver(broker: &P2pBroker, pub_target: &str, sub_targets: &[&str]) -> Vec<Ve
     for sub in &subs {
         sub.joined();
     }
-    let published = publish(pub_target, NETWORK);
+    let published = publish(pub_target, p2p::NETWORK);
     assert!(
         published.status.success(),
         "bps pub at {pub_target} failed: {}\n{}",
