@@ -24,15 +24,12 @@ use bps_bee::{
     empty_headers, read_headers,
 };
 use bps_p2p::{
-    HostEvent, HostHandle, Keypair, Multiaddr, OpenError, P2pConfig, P2pHost, PeerId, Protocol,
-    StreamPipe, StreamProtocol, dial_target,
+    HostEvent, HostHandle, Keypair, Multiaddr, OpenError, P2pConfig, P2pHost, PUBSUB_PROTOCOL,
+    PeerId, Protocol, StreamPipe, StreamProtocol, dial_target,
 };
 use bps_verify::SigningKey;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, watch};
-
-/// The protocol id of BPS over bee's libp2p stack (SWIP-60).
-pub const PUBSUB_PROTOCOL: &str = "/swarm/pubsub/1.0.0/pubsub";
 
 /// Swarm's mainnet, bee's default network id: a broker on another network refuses us.
 pub const DEFAULT_NETWORK_ID: u64 = 1;

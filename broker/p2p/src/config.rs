@@ -50,10 +50,13 @@ pub struct P2pConfig {
     pub agent_version: String,
 }
 
+/// Bee's BPS stream protocol (SWIP-60): headers, then BPS frames as TCP carries them.
+pub const PUBSUB_PROTOCOL: &str = "/swarm/pubsub/1.0.0/pubsub";
+
 /// The protocols bee opens to a peer it keeps, which the broker answers (issue 20).
 pub const SWARM_PROTOCOLS: [&str; 4] = [
     "/swarm/handshake/15.0.0/handshake",
-    "/swarm/pubsub/1.0.0/pubsub",
+    PUBSUB_PROTOCOL,
     "/swarm/pricing/1.0.0/pricing",
     "/swarm/hive/2.0.0/peers",
 ];

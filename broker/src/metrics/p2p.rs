@@ -100,7 +100,7 @@ mod tests {
         let metrics = P2pMetrics::default();
         metrics.handshake(Some("network_id"));
         metrics.handshake(Some("made up"));
-        metrics.stream("/swarm/pubsub/1.0.0/pubsub");
+        metrics.stream(bps_p2p::PUBSUB_PROTOCOL);
         metrics.stream("/not/ours");
         assert_eq!(metrics.handshakes_failed[8].get(), 1);
         assert_eq!(metrics.handshakes_failed[P2P_REASONS.len()].get(), 1);

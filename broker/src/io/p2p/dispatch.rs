@@ -17,13 +17,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bps_bee::{HANDSHAKE_PROTOCOL, LocalNode};
-use bps_p2p::{Direction, HostEvent, HostHandle, Multiaddr, PeerId, StreamPipe, StreamProtocol};
+use bps_p2p::{
+    Direction, HostEvent, HostHandle, Multiaddr, PUBSUB_PROTOCOL, PeerId, StreamPipe,
+    StreamProtocol,
+};
 use bps_proto::Hash;
 
 use super::exchange::Fault;
 use super::peers::{NoHandshake, Peers};
 use super::side::{self, Side};
-use super::{PUBSUB_PROTOCOL, handshake, stream};
+use super::{handshake, stream};
 use crate::io::link::CoreLink;
 
 /// The dispatcher's state, shared by the tasks it starts on this core.

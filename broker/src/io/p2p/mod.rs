@@ -48,9 +48,6 @@ use crate::metrics::P2pIdentity;
 use dispatch::Dispatcher;
 use peers::Peers;
 
-/// Bee's BPS stream protocol id: headers, then BPS frames as TCP carries them.
-pub const PUBSUB_PROTOCOL: &str = "/swarm/pubsub/1.0.0/pubsub";
-
 /// What core 0 takes over: the host's events and what it answers them with.
 pub struct P2pService {
     events: mpsc::Receiver<HostEvent>,
