@@ -356,13 +356,7 @@ impl Broker {
     /// when `p2p.enabled`.
     pub fn p2p_addrs(&self) -> Option<Vec<String>> {
         let (host, _) = self.p2p.as_ref()?;
-        let peer_id = host.peer_id();
-        Some(
-            host.listen_addrs()
-                .iter()
-                .map(|addr| format!("{addr}/p2p/{peer_id}"))
-                .collect(),
-        )
+        Some(p2p::dial_addresses(host.listen_addrs(), host.peer_id()))
     }
 
     /// What the admin endpoints read.

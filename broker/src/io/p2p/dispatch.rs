@@ -46,8 +46,8 @@ impl Dispatcher {
     pub fn on_event(self: &Rc<Self>, event: HostEvent) {
         match event {
             HostEvent::Listening { address } => {
-                let peer_id = self.node.peer_id();
-                tracing::info!(address = %format!("{address}/p2p/{peer_id}"), "p2p listening");
+                let address = bps_bee::with_peer_id(&address, self.node.peer_id());
+                tracing::info!(%address, "p2p listening");
             }
             HostEvent::ConnectionEstablished {
                 peer,

@@ -38,8 +38,8 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use bps_bee::{Identity, LocalNode, NONCE_BYTES};
-use bps_p2p::{HostEvent, P2pHost, PeerId};
+use bps_bee::{Identity, LocalNode, NONCE_BYTES, with_peer_id};
+use bps_p2p::{HostEvent, Multiaddr, P2pHost, PeerId};
 use tokio::sync::mpsc;
 
 use crate::config::{BrokerConfig, P2pMode, P2pSection};
@@ -98,13 +98,11 @@ fn load_keys(section: &P2pSection) -> Result<Keys, String> {
     })
 }
 
-/// The addresses a bee node is given: each listen address with `/p2p/<peer id>`.
-fn dial_addresses(section: &P2pSection, peer_id: PeerId) -> Vec<String> {
-    section
-        .host_config()
-        .listen
+/// The addresses a bee node is given for `addrs`: each with `/p2p/<peer id>`.
+pub fn dial_addresses(addrs: &[Multiaddr], peer_id: PeerId) -> Vec<String> {
+    addrs
         .iter()
-        .map(|addr| format!("{addr}/p2p/{peer_id}"))
+        .map(|addr| with_peer_id(addr, peer_id).to_string())
         .collect()
 }
 
@@ -125,7 +123,7 @@ pub fn describe_identity(config: &BrokerConfig) -> Result<String, String> {
         section.mode.name(),
         section.enabled,
     );
-    for address in dial_addresses(section, peer_id) {
+    for address in dial_addresses(&section.host_config().listen, peer_id) {
         text.push_str(&format!("address {address}\n"));
     }
     Ok(text)
@@ -163,7 +161,7 @@ pub fn start(config: &BrokerConfig) -> Result<Option<(P2pHost, P2pService, P2pId
         %peer_id,
         overlay = %overlay,
         network_id = section.network_id,
-        listen = %dial_addresses(section, peer_id).join(","),
+        listen = %dial_addresses(&host_config.listen, peer_id).join(","),
         mode = section.mode.name(),
         "p2p host started"
     );
