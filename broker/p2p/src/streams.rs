@@ -61,7 +61,8 @@ pub enum OpenFailure {
 /// The answer to one `open`.
 pub type OpenReply = oneshot::Sender<Result<Stream, OpenFailure>>;
 
-/// A request to open one stream on a connection.
+/// A request to open one stream on a connection; it travels with the stream's negotiation
+/// to its answer.
 #[derive(Debug)]
 pub struct OpenRequest {
     protocol: StreamProtocol,
@@ -208,7 +209,7 @@ impl ConnectionHandler for Handler {
     type InboundProtocol = ProtocolList;
     type OutboundProtocol = ProtocolList;
     type InboundOpenInfo = ();
-    type OutboundOpenInfo = OpenRequestInfo;
+    type OutboundOpenInfo = OpenRequest;
 
     fn listen_protocol(&self) -> SubstreamProtocol<ProtocolList, ()> {
         SubstreamProtocol::new(ProtocolList(self.protocols.clone()), ())
@@ -217,17 +218,13 @@ impl ConnectionHandler for Handler {
     fn poll(
         &mut self,
         _cx: &mut Context<'_>,
-    ) -> Poll<ConnectionHandlerEvent<ProtocolList, OpenRequestInfo, Infallible>> {
-        let Some(OpenRequest { protocol, reply }) = self.requested.pop_front() else {
+    ) -> Poll<ConnectionHandlerEvent<ProtocolList, OpenRequest, Infallible>> {
+        let Some(request) = self.requested.pop_front() else {
             return Poll::Pending;
         };
-        let info = OpenRequestInfo {
-            protocol: protocol.clone(),
-            reply,
-        };
+        let protocols = ProtocolList(vec![request.protocol.clone()]);
         Poll::Ready(ConnectionHandlerEvent::OutboundSubstreamRequest {
-            protocol: SubstreamProtocol::new(ProtocolList(vec![protocol]), info)
-                .with_timeout(self.open_timeout),
+            protocol: SubstreamProtocol::new(protocols, request).with_timeout(self.open_timeout),
         })
     }
 
@@ -237,7 +234,7 @@ impl ConnectionHandler for Handler {
 
     fn on_connection_event(
         &mut self,
-        event: ConnectionEvent<ProtocolList, ProtocolList, (), OpenRequestInfo>,
+        event: ConnectionEvent<ProtocolList, ProtocolList, (), OpenRequest>,
     ) {
         match event {
             ConnectionEvent::FullyNegotiatedInbound(FullyNegotiatedInbound {
@@ -279,13 +276,6 @@ impl Handler {
             HostStats::bump(&self.stats.inbound_dropped);
         }
     }
-}
-
-/// What an outbound request carries to its answer.
-#[derive(Debug)]
-pub struct OpenRequestInfo {
-    protocol: StreamProtocol,
-    reply: OpenReply,
 }
 
 /// The protocols a stream may be negotiated for; the stream comes out with the one agreed.
