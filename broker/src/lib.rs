@@ -1,11 +1,12 @@
 //! `bps_broker`: the BPS broker appliance as a library (the `bps-broker` binary wires it).
 //!
 //! Owns: the I/O layer ([`io`]) and the operations around it (config, metrics, admin HTTP,
-//! lifecycle), and two leaves they all import: [`limits`] (the sizing constants) and
-//! [`labels`] (the label values of the metrics). No module imports back into a module that
+//! lifecycle), and three leaves they all import: [`limits`] (the sizing constants),
+//! [`labels`] (the label values of the metrics) and [`edge`] (this process's relay identity). No module imports back into a module that
 //! imports it (`scripts/check-structure` checks it). The protocol rules live in `bps_core`, re-exported here as [`protocol`].
 //! Never does: protocol rules; every protocol decision is `bps_core::Machine`'s.
 
+pub mod edge;
 pub mod io;
 pub mod labels;
 pub mod limits;

@@ -4,7 +4,8 @@
 //! frame codec ([`frame`]), keccak256 ([`hash`]), the typed cohort spec with its canonical
 //! key and `Join` validation ([`spec`]), session-feed chunk-id derivation ([`chunk_id`]),
 //! the `Roster` payload codec ([`roster`]) and placement by cohort key: which broker of a
-//! list is a cohort's root ([`placement`]).
+//! list is a cohort's root ([`placement`]) and the relay path of an edge's Join
+//! ([`relay_path`]).
 //!
 //! Never: a runtime, a socket, a clock, a signature. Everything here is a pure function of
 //! its arguments, so the broker core, the verifier and the clients share one definition of
@@ -14,6 +15,7 @@ pub mod chunk_id;
 pub mod frame;
 pub mod hash;
 pub mod placement;
+pub mod relay_path;
 pub mod roster;
 pub mod spec;
 
@@ -41,6 +43,9 @@ pub use pb::{
 };
 pub use placement::{
     BROKER_NAME_BYTES_MAX, PLACEMENT_TAG, PlacementError, broker_name, rank, weight,
+};
+pub use relay_path::{
+    RELAY_ID_BYTES, RELAY_PATH_LEN_MAX, RelayId, RelayPathError, encode_relayed_join, relay_path_of,
 };
 pub use roster::{RosterError, decode_roster, encode_roster};
 pub use spec::{Authorship, Binding, CohortKey, RejectReason, Spec, ValidJoin, validate_join};

@@ -32,6 +32,9 @@ pub enum Expect {
         topic: Hash,
         index: u64,
     },
+    /// Any valid SOC, whoever signed it: a subscriber's check of a session-feed DATA chunk
+    /// (R41), whose owner it admits afterwards (a relay edge's upstream frames).
+    Recover,
 }
 
 /// One chunk to verify.
@@ -106,6 +109,16 @@ pub fn verify(request: &VerifyRequest) -> Result<Verified, VerifyError> {
         Expect::At { owner } => {
             let expected = soc_address(soc.id, owner);
             let recovered = crate::soc::validate_parsed_at(&soc, &expected)?;
+            Ok(Verified {
+                owner: recovered.owner,
+                address: recovered.address,
+                dedup_key: recovered.address,
+                wrapped: recovered.cac_address,
+                public_key: recovered.public_key,
+            })
+        }
+        Expect::Recover => {
+            let recovered = crate::soc::validate_parsed(&soc)?;
             Ok(Verified {
                 owner: recovered.owner,
                 address: recovered.address,

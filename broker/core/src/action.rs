@@ -9,13 +9,13 @@
 use std::fmt;
 use std::sync::Arc;
 
-use bps_proto::{Address, Hash, RejectReason};
+use bps_proto::{Address, CohortKey, Hash, RejectReason, RelayId, RelayPathError, Spec};
 use bps_verify::{CompressedKey, SocError, Verified, VerifyError, VerifyRequest};
 use bytes::Bytes;
 
 use super::counters::Counter;
 use super::fanout::Targets;
-use super::ids::{PeerId, StreamId, Ticket, WriteNotice};
+use super::ids::{CohortSerial, PeerId, StreamId, Ticket, WriteNotice};
 use super::relay::{RelayOutcome, RelayReply};
 use super::time::Millis;
 
@@ -71,6 +71,20 @@ pub enum Action {
     Blocklist { peer: PeerId, until: Millis },
     /// Call `on_tick` at (or after) `at`; replaces any later timer asked for before.
     ArmTimer { at: Millis },
+    /// Edge mode: keep one upstream subscriber stream to the root of the cohort `cohort`
+    /// (its `key` placed over the broker's upstream list), joined with `join` (the spec and
+    /// this edge's addr) and `path` (the relay path of the Join that created the cohort, to
+    /// which the I/O layer adds this broker's relay id), reconnecting with backoff until a
+    /// `DropUpstream` for it; each stream it opens is reported with `on_upstream`.
+    OpenUpstream {
+        cohort: CohortSerial,
+        key: CohortKey,
+        spec: Spec,
+        path: Vec<RelayId>,
+    },
+    /// Edge mode: the cohort is gone; stop keeping its upstream (its stream, if attached,
+    /// is closed by a `Close` of its own).
+    DropUpstream { cohort: CohortSerial },
 }
 
 /// An accepted frame as the machine hands it out again (a backlog, D11), with its facts.
@@ -129,6 +143,11 @@ pub enum CloseReason {
     /// The stream's frames were dropped without penalty (unknown kind, wrong challenge,
     /// retransmit) faster than the configured rate; R15 and R16 allow the reset.
     DropRate,
+    /// Edge mode: a ROSTER named this spectator's addr, so it may now publish, which it can
+    /// only do at the root: it ends after that roster, and its client's rejoin is spliced.
+    RosteredAtEdge,
+    /// Edge mode: an upstream stream for a cohort that is gone, or that has one already.
+    UpstreamUnwanted,
 }
 
 impl CloseReason {
@@ -140,13 +159,15 @@ impl CloseReason {
             CloseReason::Rejected(_)
             | CloseReason::Full(_)
             | CloseReason::EndOfStream
-            | CloseReason::RevokedWithoutRoom => true,
+            | CloseReason::RevokedWithoutRoom
+            | CloseReason::RosteredAtEdge => true,
             CloseReason::Blocklisted
             | CloseReason::Violation(_)
             | CloseReason::ClaimTimeout
             | CloseReason::Superseded
             | CloseReason::Inactive
-            | CloseReason::DropRate => false,
+            | CloseReason::DropRate
+            | CloseReason::UpstreamUnwanted => false,
         }
     }
 }
@@ -168,6 +189,10 @@ impl fmt::Display for CloseReason {
                 f.write_str("revoked, and the cohort has no room for another reader")
             }
             CloseReason::DropRate => f.write_str("too many dropped frames per second"),
+            CloseReason::RosteredAtEdge => f.write_str(
+                "a roster named this address: it may publish, which it does at the root; rejoin",
+            ),
+            CloseReason::UpstreamUnwanted => f.write_str("no cohort wants this upstream stream"),
         }
     }
 }
@@ -183,6 +208,13 @@ pub enum RejectCause {
     HistoryRefused,
     /// W11: an anonymous spectator session of a closed cohort, which has no audience.
     AnonymousInClosed,
+    /// Edge mode: the Join's addr may publish (admin, rostered, `ALL`, implicit, closed),
+    /// and a publisher must reach the root; this edge does not splice publishers.
+    PublisherAtEdge,
+    /// Edge mode: the Join's relay path names this broker: its edges form a loop.
+    RelayLoop,
+    /// The Join's relay path is malformed.
+    RelayPath(RelayPathError),
 }
 
 impl fmt::Display for RejectCause {
@@ -194,6 +226,11 @@ impl fmt::Display for RejectCause {
             RejectCause::AnonymousInClosed => {
                 f.write_str("a closed cohort has no audience: join with an addr")
             }
+            RejectCause::PublisherAtEdge => {
+                f.write_str("this broker is an edge: a stream that may publish joins the root")
+            }
+            RejectCause::RelayLoop => f.write_str("the relay path returns to this broker (a loop)"),
+            RejectCause::RelayPath(error) => write!(f, "{error}"),
         }
     }
 }

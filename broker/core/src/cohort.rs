@@ -41,6 +41,10 @@ pub(crate) struct Cohort {
     pub idle_since: Option<Millis>,
     /// The time of this cohort's queued idle timer, if one is queued.
     pub idle_timer: Option<Millis>,
+    /// Edge mode: the end of the linger of a cohort with no stream, while one is queued.
+    pub linger_timer: Option<Millis>,
+    /// Edge mode: the upstream stream, while the I/O layer has one attached.
+    pub upstream: Option<StreamId>,
     pub members: BTreeSet<StreamId>,
     pub fanout: FanOut,
     pub streams_by_addr: HashMap<Address, Vec<StreamId>>,
@@ -87,6 +91,8 @@ impl Cohort {
             inactivity_timer: None,
             idle_since: None,
             idle_timer: None,
+            linger_timer: None,
+            upstream: None,
             members: BTreeSet::new(),
             fanout: FanOut::default(),
             streams_by_addr: HashMap::new(),

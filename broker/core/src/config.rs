@@ -10,6 +10,7 @@
 //! Never does: read files, flags or the environment, or validate (the broker's config loader
 //! does both and hands the result here).
 
+use bps_proto::RelayId;
 use serde::{Deserialize, Serialize};
 
 use super::trust::TrustedRelays;
@@ -138,6 +139,20 @@ pub struct ProtocolConfig {
     /// broker's key of this name defaults to 0, "derive it from frame memory"; the broker
     /// resolves that before a machine sees the value.)
     pub history_bytes_max: usize,
+    /// Edge mode (docs/SCALING.md, "Edges"): set by the broker when `relay.upstreams` is not
+    /// empty; not a key of its own, so outside the config file's `[limits]`.
+    #[serde(skip)]
+    pub edge: Option<EdgePolicy>,
+}
+
+/// What an edge's machines need to know of edge mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgePolicy {
+    /// This broker's id on relay paths: a Join whose path holds it is a loop.
+    pub relay_id: RelayId,
+    /// How long a cohort with no stream left keeps its upstream stream, so a viewer who
+    /// reloads the page does not cost the root a Join and the edge a backlog.
+    pub linger_ms: u64,
 }
 
 impl Default for ProtocolConfig {
@@ -177,6 +192,7 @@ impl Default for ProtocolConfig {
             history: HistoryPolicy::Serve,
             history_frames_max: 256,
             history_bytes_max: 256 << 10,
+            edge: None,
         }
     }
 }

@@ -60,6 +60,9 @@ pub enum Counter {
     DropRevokedInGrace,
     /// Frames that arrived for a stream the machine had already closed (dropped).
     DropStreamGone,
+    /// Edge mode: a frame from the root that a subscriber drops (R41): undecodable, an AUTH,
+    /// a wrong id, an invalid SOC, or an owner the cohort does not admit.
+    UpstreamInvalid,
     /// R29: publisher streams reset because a newer one of the same address claimed.
     Superseded,
     /// R39: blocklist entries issued.
@@ -89,7 +92,7 @@ pub enum Counter {
 
 impl Counter {
     /// Every counter, in export order.
-    pub const ALL: [Counter; 32] = [
+    pub const ALL: [Counter; 33] = [
         Counter::WrongStream,
         Counter::UnknownKind,
         Counter::WrongChallenge,
@@ -111,6 +114,7 @@ impl Counter {
         Counter::Deliveries,
         Counter::DropRevokedInGrace,
         Counter::DropStreamGone,
+        Counter::UpstreamInvalid,
         Counter::Superseded,
         Counter::Blocklisted,
         Counter::VerifyRequests,
@@ -149,6 +153,7 @@ impl Counter {
             Counter::Deliveries => "deliveries",
             Counter::DropRevokedInGrace => "drop_revoked_in_grace",
             Counter::DropStreamGone => "drop_stream_gone",
+            Counter::UpstreamInvalid => "upstream_invalid",
             Counter::Superseded => "superseded",
             Counter::Blocklisted => "blocklisted",
             Counter::VerifyRequests => "verify_requests",

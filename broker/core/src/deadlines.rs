@@ -24,6 +24,8 @@ pub(crate) enum DeadlineKey {
     Inactivity(CohortSerial),
     /// The time the cohort with this serial, idle, may be reclaimed for room (R31).
     Idle(CohortSerial),
+    /// Edge mode: the end of the linger of the cohort with this serial, empty since.
+    Linger(CohortSerial),
 }
 
 #[derive(Debug, Default)]

@@ -91,7 +91,7 @@ pub use action::{
     Violation, WrongStream,
 };
 pub use arrival::Arrival;
-pub use config::{HistoryPolicy, ProtocolConfig};
+pub use config::{EdgePolicy, HistoryPolicy, ProtocolConfig};
 pub use counters::{CohortCounters, CohortLabel, Counter, CounterRegistry, CounterSet};
 pub use fanout::Targets;
 pub use ids::{CohortSerial, CoreId, PeerId, StreamId, Ticket, WriteNotice};

@@ -611,7 +611,7 @@ impl<C: Choices> Simulation<C> {
             (Some(owner), Expect::At { owner: expected }) if *owner == expected => {
                 Ok(verified(id, *owner))
             }
-            (Some(owner), Expect::Implicit { .. }) => Ok(verified(id, *owner)),
+            (Some(owner), Expect::Implicit { .. } | Expect::Recover) => Ok(verified(id, *owner)),
             _ => Err(VerifyError::Soc(SocError::TooShort { len: 0, min: 105 })),
         };
         self.machine.on_verified(self.now, ticket, result);
@@ -686,6 +686,9 @@ impl<C: Choices> Simulation<C> {
             Action::Close { stream, reason } => self.observe_close(stream, &reason),
             Action::Blocklist { .. } => self.observed.blocklists += 1,
             Action::Relayed { .. } => panic!("the simulation posts no service chunk (W5)"),
+            Action::OpenUpstream { .. } | Action::DropUpstream { .. } => {
+                panic!("the simulation runs no edge (ProtocolConfig::edge is None)")
+            }
             Action::ArmTimer { at } => {
                 assert!(at >= self.now, "a timer in the past");
                 self.armed = Some(self.armed.map_or(at, |armed| armed.min(at)));

@@ -182,3 +182,52 @@ fn check_shape(
         _ => Ok(()),
     }
 }
+
+/// Edge mode: the cheap checks of a frame from the cohort's root, as a subscriber makes them
+/// (R41): the chunk id derived from the frame's own challenge (a subscriber compares it with
+/// nothing), AUTH never delivered, EOS at index 0 and empty; then the verification job:
+/// service kinds signed by the admin, DATA by whoever recovery says (admitted by owner once
+/// verified), implicit DATA by the binding's shape. Anything else is `upstream_invalid`.
+pub(crate) fn check_upstream_frame(frame: Frame, spec: &Spec) -> Verdict {
+    let Ok(broadcast) = decode_broadcast(frame.body()) else {
+        return Verdict::Drop(Counter::UpstreamInvalid);
+    };
+    let Some(kind) = kind_from_i32(broadcast.kind).and_then(FrameKind::from_kind) else {
+        return Verdict::Drop(Counter::UnknownKind);
+    };
+    let implicit = spec.authorship() == Authorship::Implicit;
+    let admin = match (kind, spec.admin) {
+        (FrameKind::Auth, _) => return Verdict::Drop(Counter::UpstreamInvalid),
+        (FrameKind::Roster | FrameKind::Eos, None) => {
+            return Verdict::Drop(Counter::UpstreamInvalid);
+        }
+        (_, admin) => admin.unwrap_or_default(),
+    };
+    let challenge: Hash = if implicit {
+        Hash::default()
+    } else {
+        match broadcast.challenge.as_ref().try_into() {
+            Ok(challenge) => challenge,
+            Err(_) => return Verdict::Drop(Counter::UpstreamInvalid),
+        }
+    };
+    let context = FrameContext {
+        spec,
+        addr: &admin,
+        challenge: &challenge,
+        may_send: Ok(()),
+        is_admin: true,
+        claimed: false,
+        data_cursor: 0,
+        roster_cursor: 0,
+    };
+    match verification(frame, broadcast, kind, &context) {
+        Verdict::Verify { frame, mut request } => {
+            if kind == FrameKind::Data && !implicit {
+                request.expect = Expect::Recover;
+            }
+            Verdict::Verify { frame, request }
+        }
+        Verdict::Drop(_) | Verdict::Violation(_) => Verdict::Drop(Counter::UpstreamInvalid),
+    }
+}

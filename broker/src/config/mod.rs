@@ -17,6 +17,7 @@ use toml::Value;
 pub mod keys;
 mod layers;
 mod p2p;
+mod relay;
 mod reload;
 pub mod render;
 mod rules;
@@ -28,6 +29,7 @@ pub use keys::{
 };
 pub use layers::{ConfigSources, ENV_PREFIX};
 pub use p2p::{P2pMode, P2pSection};
+pub use relay::RelaySection;
 pub use reload::{apply_reloadable, is_reloadable, reloadable_diff};
 pub use schema::{
     BrokerConfig, IoUringMode, LimitsConfig, LogConfig, LogFormat, ServerConfig, TimeoutsConfig,

@@ -31,6 +31,7 @@ impl BrokerConfig {
         errors.extend(self.queue_bytes_error());
         errors.extend(self.log_level_error());
         errors.extend(self.p2p.errors());
+        errors.extend(self.relay.errors(self.server.listen));
         errors
     }
 

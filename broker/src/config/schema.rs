@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::{self, CORES_MAX};
 use super::p2p::P2pSection;
+use super::relay::RelaySection;
 use crate::protocol::ProtocolConfig;
 
 /// The whole configuration of one broker process. Its TOML form (`Serialize` and
@@ -40,6 +41,8 @@ pub struct BrokerConfig {
     pub ws: WsConfig,
     /// The libp2p carrier: bee nodes speaking BPS (issue 20).
     pub p2p: P2pSection,
+    /// Edge mode: the brokers this one relays from (docs/SCALING.md, "Edges").
+    pub relay: RelaySection,
 }
 
 impl Default for BrokerConfig {
@@ -295,11 +298,13 @@ impl BrokerConfig {
     }
 
     /// The protocol core's policy as the machines get it: the configured keys with
-    /// `limits.history_bytes_max = 0` resolved (`effective_history_bytes`).
+    /// `limits.history_bytes_max = 0` resolved (`effective_history_bytes`), and edge mode
+    /// with this process's relay id when `relay.upstreams` is set.
     #[must_use]
     pub fn effective_protocol(&self) -> ProtocolConfig {
         ProtocolConfig {
             history_bytes_max: self.effective_history_bytes(),
+            edge: self.relay.edge_policy(crate::edge::relay_id()),
             ..self.protocol.clone()
         }
     }

@@ -16,6 +16,7 @@ use toml::{Table, Value};
 
 use super::keys::{self, KEYS};
 use super::p2p::P2pSection;
+use super::relay::RelaySection;
 use super::schema::{BrokerConfig, LimitsConfig, LogConfig, ServerConfig, TimeoutsConfig};
 use super::schema::{VerifyConfig, WsConfig};
 use crate::protocol::ProtocolConfig;
@@ -70,6 +71,7 @@ impl BrokerConfig {
         table.insert("log".to_owned(), Value::try_from(&self.log)?);
         table.insert("ws".to_owned(), Value::try_from(&self.ws)?);
         table.insert("p2p".to_owned(), Value::try_from(&self.p2p)?);
+        table.insert("relay".to_owned(), Value::try_from(&self.relay)?);
         for (name, value) in Table::try_from(&self.protocol)? {
             let key = keys::core_key(&name).ok_or_else(|| {
                 toml::ser::Error::custom(format!("ProtocolConfig's {name} has no key row"))
@@ -103,6 +105,7 @@ impl BrokerConfig {
             log: LogConfig::deserialize(section("log"))?,
             ws: WsConfig::deserialize(section("ws"))?,
             p2p: P2pSection::deserialize(section("p2p"))?,
+            relay: RelaySection::deserialize(section("relay"))?,
         };
         // What is left is `[protocol]`, empty once the core's keys are out, or unknown.
         for (name, rest) in table {

@@ -45,7 +45,8 @@ use crate::limits::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX;
 use crate::metrics::CoreMetrics;
 use crate::protocol::CoreId;
 use crate::protocol::{
-    Arrival, ClosedBy, Millis, PeerId, RelayOutcome, RelayReply, StreamId, WriteNotice,
+    Arrival, ClosedBy, CohortSerial, Millis, PeerId, RelayOutcome, RelayReply, StreamId,
+    WriteNotice,
 };
 
 /// Deadlines this core keeps for its own connections, in the order they fall due (each
@@ -272,6 +273,31 @@ impl CoreLink {
             return Err(refusal);
         }
         Ok(self.open_port(PeerId::of(ip), transport, false))
+    }
+
+    /// Edge mode: a connection this core opened to a cohort's root (`upstream`), counted
+    /// against `limits.connections_max` like any other; its peer is the root.
+    pub fn admit_upstream(&self, ip: IpAddr) -> Result<Rc<Port>, Refusal> {
+        let refusal = self.admit_connection();
+        if let Err(refusal) = refusal {
+            self.metrics.refused(refusal);
+            return Err(refusal);
+        }
+        Ok(self.open_port(PeerId::of(ip), Transport::Tcp, false))
+    }
+
+    /// Edge mode: the root answered the upstream Join on `port` OK; its frames go to this
+    /// core's machine as the upstream stream of the cohort `cohort` (homed here: the cohort's
+    /// home core opened it).
+    pub fn attach_upstream(&self, port: &Port, cohort: CohortSerial) {
+        port.set_home(self.core);
+        self.router.to_home(
+            self.core,
+            HomeMsg::Upstream {
+                stream: port.id,
+                cohort,
+            },
+        );
     }
 
     /// The peer a trusted proxy named for `port`: the blocklist and the pre-Join cap apply

@@ -53,6 +53,7 @@ mod router;
 mod shard;
 mod tcp;
 mod thread_cpu;
+mod upstream;
 mod ws;
 
 pub use p2p::describe_identity;
@@ -109,6 +110,7 @@ pub struct Settings {
     /// Owners whose key an inline verifier keeps.
     pub key_cache_keys_max: usize,
     pub ws: ws::WsSettings,
+    pub relay: upstream::RelaySettings,
 }
 
 impl Settings {
@@ -131,6 +133,12 @@ impl Settings {
             verify_batch_jobs_max: config.verify.batch_jobs_max,
             key_cache_keys_max: config.verify.key_cache_keys_max,
             ws: ws::WsSettings::of(&config.ws, statics),
+            relay: upstream::RelaySettings {
+                upstreams: config.relay.upstreams.clone().into(),
+                connect_timeout_ms: config.relay.connect_timeout_ms,
+                reconnect_backoff_min_ms: config.relay.reconnect_backoff_min_ms,
+                reconnect_backoff_max_ms: config.relay.reconnect_backoff_max_ms,
+            },
         }
     }
 }

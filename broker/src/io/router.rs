@@ -62,8 +62,8 @@ use super::lane::{Doorbell, Lane};
 use crate::metrics::CoreMetrics;
 use crate::protocol::CoreId;
 use crate::protocol::{
-    Arrival, ChunkFacts, CloseReason, ClosedBy, Delivered, RelayOutcome, RelayReply, StreamId,
-    Targets, Ticket, WriteNotice,
+    Arrival, ChunkFacts, CloseReason, ClosedBy, CohortSerial, Delivered, RelayOutcome, RelayReply,
+    StreamId, Targets, Ticket, WriteNotice,
 };
 
 /// Makes the frame of a relayed service chunk under the chosen admin stream's challenge
@@ -108,6 +108,11 @@ pub enum HomeMsg {
     Written {
         stream: StreamId,
         notice: WriteNotice,
+    },
+    /// Edge mode: `stream` is the cohort `cohort`'s upstream stream, joined OK at the root.
+    Upstream {
+        stream: StreamId,
+        cohort: CohortSerial,
     },
 }
 

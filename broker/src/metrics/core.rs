@@ -178,6 +178,14 @@ pub struct CoreMetrics {
     /// W11: data messages from bridge sessions without `addr`, each of which closed its
     /// session.
     pub ws_spectator_sends: Counter,
+    /// Edge mode: upstream streams joined OK at a root (docs/SCALING.md, "Edges").
+    pub relay_upstream_joins: Counter,
+    /// Edge mode: upstream attempts that failed (connection, timeout, FULL or REJECTED).
+    pub relay_upstream_failures: Counter,
+    /// Edge mode: cohorts whose upstream stream is attached.
+    pub relay_upstreams_attached: Gauge,
+    /// Edge mode: cohorts whose upstream is connecting or backing off.
+    pub relay_upstreams_waiting: Gauge,
     /// The WebSocket carrier's labelled counters.
     pub ws: WsMetrics,
     /// The libp2p carrier's counters (core 0's only: it owns p2p streams).
@@ -230,6 +238,10 @@ impl Default for CoreMetrics {
             read_paused_memory: Counter::default(),
             log_lines_suppressed: Counter::default(),
             ws_spectator_sends: Counter::default(),
+            relay_upstream_joins: Counter::default(),
+            relay_upstream_failures: Counter::default(),
+            relay_upstreams_attached: Gauge::default(),
+            relay_upstreams_waiting: Gauge::default(),
             ws: WsMetrics::default(),
             p2p: P2pMetrics::default(),
         }

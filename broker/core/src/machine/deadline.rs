@@ -1,5 +1,6 @@
 //! Deadlines (R34, R35, R31): the claim deadline of a pending or silent stream, the
 //! inactivity deadline of a cohort, the idle timer of a cohort with an empty fan-out set,
+//! an edge's linger of a cohort with no stream (its due handler is `upstream`'s),
 //! and the one timer the I/O layer keeps for all of them.
 //!
 //! Owns: running a due deadline (or re-queueing it when it moved later), settling which
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use super::Machine;
 use super::reclaim::Reclaim;
 use crate::action::{Action, CloseReason};
+use crate::cohort::Cohort;
 use crate::counters::Counter;
 use crate::deadlines::{DeadlineKey, Deadlines};
 use crate::ids::{CohortSerial, StreamId};
@@ -122,6 +124,9 @@ impl Machine {
                 }
                 (true, Some(_)) | (false, None) => {}
             }
+            if let Some(edge) = self.config.edge {
+                arm_linger(&mut self.deadlines, cohort, now.plus_ms(edge.linger_ms));
+            }
         }
     }
 
@@ -142,9 +147,13 @@ impl Machine {
             DeadlineKey::Idle(serial) => cohorts
                 .get(serial)
                 .is_some_and(|cohort| cohort.idle_timer == Some(at)),
+            DeadlineKey::Linger(serial) => cohorts
+                .get(serial)
+                .is_some_and(|cohort| cohort.linger_timer == Some(at)),
         };
-        // Live entries: a claim per stream, an inactivity and an idle timer per cohort.
-        if self.deadlines.len() > 2 * (streams.len() + 2 * cohorts.len()) + 64 {
+        // Live entries: a claim per stream, an inactivity, an idle and a linger timer per
+        // cohort.
+        if self.deadlines.len() > 2 * (streams.len() + 3 * cohorts.len()) + 64 {
             self.deadlines.sweep(live);
         }
         self.deadlines.drop_dead_top(live);
@@ -166,6 +175,19 @@ pub(super) fn set_claim_deadline(
     if stream.claim_timer.is_none() {
         stream.claim_timer = Some(at);
         deadlines.push(at, DeadlineKey::Claim(stream_id));
+    }
+}
+
+/// Edge mode: an empty cohort's linger starts (unless it has started); a cohort with
+/// streams again has none (its queued timer is dead from then on).
+fn arm_linger(deadlines: &mut Deadlines, cohort: &mut Cohort, at: Millis) {
+    match (cohort.members.is_empty(), cohort.linger_timer) {
+        (true, None) => {
+            cohort.linger_timer = Some(at);
+            deadlines.push(at, DeadlineKey::Linger(cohort.serial));
+        }
+        (false, Some(_)) => cohort.linger_timer = None,
+        (true, Some(_)) | (false, None) => {}
     }
 }
 

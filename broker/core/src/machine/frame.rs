@@ -236,7 +236,7 @@ impl Machine {
     }
 
     /// A verified DATA of a claimed stream of an explicit cohort: its cursor moves (R18).
-    fn accept_data(
+    pub(super) fn accept_data(
         &mut self,
         now: Millis,
         serial: CohortSerial,
@@ -259,7 +259,7 @@ impl Machine {
 
     /// A verified ROSTER of the admin's claimed stream: a retransmission, an undecodable
     /// roster (R20: it still claimed and moves no cursor), or the new roster (`roster`).
-    fn accept_roster_frame(
+    pub(super) fn accept_roster_frame(
         &mut self,
         now: Millis,
         serial: CohortSerial,

@@ -42,6 +42,10 @@ impl Machine {
             Ok(valid) => valid,
             Err(cause) => return self.refuse(stream_id, None, CloseReason::Rejected(cause)),
         };
+        let path = match self.edge_admission(arrival, &join, &valid) {
+            Ok(path) => path,
+            Err(cause) => return self.refuse(stream_id, None, CloseReason::Rejected(cause)),
+        };
         let serial = match self.cohorts.serial_of(&valid.key) {
             Some(serial) => match self.admit(serial, arrival, &valid.addr) {
                 Ok(()) => serial,
@@ -50,7 +54,10 @@ impl Machine {
                 }
             },
             None => match self.create_cohort(now, arrival, &valid) {
-                Ok(serial) => serial,
+                Ok(serial) => {
+                    self.want_upstream(serial, path);
+                    serial
+                }
                 Err(cause) => return self.refuse(stream_id, None, CloseReason::Full(cause)),
             },
         };

@@ -20,7 +20,7 @@
 //! This file keeps the `Machine` struct, its construction, its accessors and the inputs
 //! (`on_*`), which dispatch to one rule family each; every family is one `impl Machine` block
 //! in its own file: `join` (R1..R5, R29..R33, R37), `frame` (R7, R11, R13..R18, R20, R21,
-//! R25, R28), `relay` (W5), `roster` (R19..R24), `violation` (R39), `reclaim` (R21, R31,
+//! R25, R28), `relay` (W5), `upstream` (edge mode), `roster` (R19..R24), `violation` (R39), `reclaim` (R21, R31,
 //! R34, R36) and `deadline` (R31, R34, R35). `cohorts` is the cohort table, `streams` the
 //! stream table (which hands out a stream with its cohort), `outbox` where the outputs go.
 //! A family calls another's methods through `Machine`; the few items one file imports from
@@ -50,6 +50,7 @@ use cohorts::Cohorts;
 use outbox::Outbox;
 use relay::PendingRelay;
 use streams::Streams;
+use upstream::Upstream;
 
 mod cohorts;
 mod deadline;
@@ -60,6 +61,7 @@ mod reclaim;
 mod relay;
 mod roster;
 mod streams;
+mod upstream;
 mod violation;
 
 /// Deadlines one `on_tick` runs at most: a burst of expiring streams (ten thousand claims
@@ -94,6 +96,8 @@ pub struct Machine {
     /// Relayed service chunks (W5) whose one signature check is in flight, by ticket. The
     /// I/O layer bounds how many it asks for at once.
     relays: HashMap<Ticket, PendingRelay>,
+    /// Edge mode: the upstream streams, one per cohort at most (see `upstream`).
+    upstreams: HashMap<StreamId, Upstream>,
     deadlines: Deadlines,
     /// R31: the idle cohorts (empty fan-out set), oldest first, as (idle since, serial).
     idle: BTreeSet<(Millis, CohortSerial)>,
@@ -120,6 +124,7 @@ impl Machine {
             streams: Streams::new(),
             tickets: HashMap::new(),
             relays: HashMap::new(),
+            upstreams: HashMap::new(),
             deadlines: Deadlines::default(),
             idle: BTreeSet::new(),
             unsettled: Vec::new(),
@@ -248,7 +253,11 @@ impl Machine {
     /// If the stream already has `frames_in_flight_per_stream_max` frames not yet consumed
     /// (the I/O layer's read window forbids it).
     pub fn on_frame(&mut self, now: Millis, stream: StreamId, frame: Frame) {
-        self.frame(now, stream, frame);
+        if self.upstream_cohort(stream).is_some() {
+            self.upstream_frame(stream, frame);
+        } else {
+            self.frame(now, stream, frame);
+        }
         self.rearm(now);
     }
 
@@ -271,6 +280,11 @@ impl Machine {
             .tickets
             .remove(&ticket)
             .unwrap_or_else(|| panic!("ticket {} was never issued", ticket.value()));
+        if self.upstream_cohort(stream_id).is_some() {
+            self.upstream_verified(now, stream_id, ticket, result);
+            self.rearm(now);
+            return;
+        }
         match self.streams.get_mut(stream_id) {
             Some(stream) => {
                 let slot = stream
@@ -301,6 +315,12 @@ impl Machine {
             });
         }
         let stream_id = *self.tickets.get(&ticket)?;
+        if let Some(cohort) = self.upstream_cohort(stream_id) {
+            return Some(TicketOrigin {
+                stream: Some(stream_id),
+                cohort,
+            });
+        }
         let stream = self.streams.get(stream_id)?;
         Some(TicketOrigin {
             stream: Some(stream_id),
@@ -320,7 +340,7 @@ impl Machine {
             .remove(&ticket)
             .unwrap_or_else(|| panic!("ticket {} was never issued", ticket.value()));
         assert!(
-            !self.streams.contains(stream_id),
+            !self.streams.contains(stream_id) && self.upstream_cohort(stream_id).is_none(),
             "ticket {} of the attached stream {stream_id} taken back",
             ticket.value()
         );
@@ -362,6 +382,10 @@ impl Machine {
 
     /// The I/O layer ended a stream (a stream the machine closed itself is already forgotten).
     pub fn on_closed(&mut self, now: Millis, stream: StreamId, by: ClosedBy) {
+        if self.upstream_closed(stream) {
+            self.rearm(now);
+            return;
+        }
         let Some(attached) = self.streams.get(stream) else {
             return;
         };
@@ -370,6 +394,15 @@ impl Machine {
             self.out.count(&counters, Counter::QueueReset);
         }
         self.close_stream(stream, None);
+        self.rearm(now);
+    }
+
+    /// Edge mode: the I/O layer joined the root for the cohort `cohort` (an
+    /// `Action::OpenUpstream`), and `stream`'s frames are that cohort's publications from now
+    /// on. The machine sends nothing on it. Its Join and Ack were the I/O layer's; a cohort
+    /// that is gone, or has an upstream already, closes it (`CloseReason::UpstreamUnwanted`).
+    pub fn on_upstream(&mut self, now: Millis, stream: StreamId, cohort: CohortSerial) {
+        self.attach_upstream(stream, cohort);
         self.rearm(now);
     }
 
@@ -386,6 +419,7 @@ impl Machine {
                 DeadlineKey::Claim(stream_id) => self.claim_deadline_due(now, at, stream_id),
                 DeadlineKey::Inactivity(serial) => self.inactivity_deadline_due(now, at, serial),
                 DeadlineKey::Idle(serial) => self.idle_deadline_due(now, at, serial),
+                DeadlineKey::Linger(serial) => self.linger_deadline_due(at, serial),
             }
         }
         self.rearm(now);

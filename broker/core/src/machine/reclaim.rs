@@ -80,14 +80,16 @@ impl Machine {
         let cohort = self.cohorts.live_mut(stream.cohort);
         leave(&self.ledger, cohort, stream_id, &stream);
         let serial = cohort.serial;
-        if cohort.members.is_empty() {
+        // An edge keeps an empty cohort for its linger (`upstream`), settled with the rest.
+        if cohort.members.is_empty() && self.config.edge.is_none() {
             self.reclaim(serial, Reclaim::Empty);
         } else {
             self.unsettled.push(serial);
         }
     }
 
-    /// Removes a cohort and closes every stream still attached (R21, R34, R36).
+    /// Removes a cohort and closes every stream still attached (R21, R34, R36), its
+    /// upstream stream at an edge too.
     pub(super) fn reclaim(&mut self, serial: CohortSerial, why: Reclaim) {
         let mut cohort = self.cohorts.remove(serial);
         if let Some(since) = cohort.idle_since {
@@ -105,6 +107,7 @@ impl Machine {
             });
             leave(&self.ledger, &mut cohort, stream_id, &stream);
         }
+        self.drop_upstream(serial, cohort.upstream);
         self.ledger.close_cohort();
         self.out.count(&cohort.counters, why.counter());
         self.out.registry.deregister(serial.get());

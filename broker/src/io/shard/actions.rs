@@ -60,6 +60,13 @@ impl Shard {
                         tracing::info!(%peer, until_ms = until.as_ms(), "peer blocklisted");
                     }
                 }
+                Action::OpenUpstream {
+                    cohort,
+                    key,
+                    spec,
+                    path,
+                } => self.upstreams.open(&self.link, cohort, &key, &spec, path),
+                Action::DropUpstream { cohort } => self.upstreams.close(cohort),
                 Action::ArmTimer { at } => {
                     if self
                         .machine_deadline

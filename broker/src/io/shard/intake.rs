@@ -84,6 +84,9 @@ impl Shard {
                 HomeMsg::Written { stream, notice } => {
                     self.machine.borrow_mut().on_written(now, stream, notice);
                 }
+                HomeMsg::Upstream { stream, cohort } => {
+                    self.machine.borrow_mut().on_upstream(now, stream, cohort);
+                }
                 HomeMsg::Relay {
                     key,
                     named,

@@ -72,6 +72,7 @@ use super::link::CoreLink;
 use super::notify::yield_turn;
 use super::receivers::Receivers;
 use super::router::VerifyDone;
+use super::upstream::Upstreams;
 use crate::protocol::CoreId;
 use crate::protocol::{Action, Machine, Millis, StreamId, Ticket};
 use jobs::{InlineJob, JobOrigin};
@@ -127,6 +128,8 @@ pub struct Shard {
     turn_deliveries: Cell<usize>,
     /// When the current turn started: the end of the stages timed up to the turn.
     turn_at: Cell<Instant>,
+    /// Edge mode: the upstream streams kept for the cohorts homed here.
+    upstreams: Upstreams,
 }
 
 impl std::fmt::Debug for Shard {
@@ -161,6 +164,7 @@ impl Shard {
             coalescing_since: Cell::new(None),
             turn_deliveries: Cell::new(0),
             turn_at: Cell::new(Instant::now()),
+            upstreams: Upstreams::default(),
         }
     }
 

@@ -45,6 +45,10 @@ pub const DROP_RATE: u16 = 4009;
 pub const IDLE: u16 = 4010;
 /// No Join within `server.join_deadline_ms` (the native endpoint).
 pub const JOIN_DEADLINE: u16 = 4011;
+/// Edge mode: a roster named this spectator, which may now publish at the root; rejoin.
+pub const ROSTERED_AT_EDGE: u16 = 4012;
+/// Edge mode: an upstream stream nobody wants (never a client's).
+pub const UPSTREAM_UNWANTED: u16 = 4013;
 
 /// The WebSocket close codes of the carrier-neutral `Farewell`.
 impl Farewell {
@@ -77,6 +81,8 @@ fn code_of(reason: &CloseReason) -> u16 {
         CloseReason::EndOfStream => NORMAL,
         CloseReason::RevokedWithoutRoom => REVOKED_WITHOUT_ROOM,
         CloseReason::DropRate => DROP_RATE,
+        CloseReason::RosteredAtEdge => ROSTERED_AT_EDGE,
+        CloseReason::UpstreamUnwanted => UPSTREAM_UNWANTED,
     }
 }
 

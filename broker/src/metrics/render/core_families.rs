@@ -11,7 +11,7 @@ use crate::metrics::{CoreMetrics, Counter, Gauge, Histogram, PerTransport};
 type Family<I> = (&'static str, &'static str, fn(&CoreMetrics) -> &I);
 
 /// The counters with their exported names (without `bps_` and `_total`) and help texts.
-pub(super) const CORE_COUNTERS: [Family<Counter>; 28] = [
+pub(super) const CORE_COUNTERS: [Family<Counter>; 30] = [
     ("connections_accepted", "Connections accepted.", |core| {
         &core.connections_accepted
     }),
@@ -132,10 +132,20 @@ pub(super) const CORE_COUNTERS: [Family<Counter>; 28] = [
         "Data messages from WebSocket bridge sessions without addr (W11); each closed its session and blocklisted nobody.",
         |core| &core.ws_spectator_sends,
     ),
+    (
+        "relay_upstream_joins",
+        "Edge mode: upstream streams joined OK at a cohort's root (relay.upstreams).",
+        |core| &core.relay_upstream_joins,
+    ),
+    (
+        "relay_upstream_failures",
+        "Edge mode: upstream attempts that failed: no connection or Ack within relay.connect_timeout_ms, or FULL or REJECTED (a loop of edges is REJECTED).",
+        |core| &core.relay_upstream_failures,
+    ),
 ];
 
 /// The gauges with their exported names and help texts.
-pub(super) const CORE_GAUGES: [Family<Gauge>; 7] = [
+pub(super) const CORE_GAUGES: [Family<Gauge>; 9] = [
     ("connections_open", "Connections currently open.", |core| {
         &core.connections_open
     }),
@@ -168,6 +178,16 @@ pub(super) const CORE_GAUGES: [Family<Gauge>; 7] = [
         "verify_queue_depth",
         "Verification jobs waiting in the pool's queue.",
         |core| &core.verify_queue_depth,
+    ),
+    (
+        "relay_upstreams_attached",
+        "Edge mode: cohorts whose upstream stream to their root is attached.",
+        |core| &core.relay_upstreams_attached,
+    ),
+    (
+        "relay_upstreams_waiting",
+        "Edge mode: cohorts whose upstream is connecting or backing off (relay.reconnect_backoff_*).",
+        |core| &core.relay_upstreams_waiting,
     ),
 ];
 
