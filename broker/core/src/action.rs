@@ -9,7 +9,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use bps_proto::{Address, CohortKey, Hash, RejectReason, RelayId, RelayPathError, Spec};
+use bps_proto::{Address, CohortKey, Hash, Join, RejectReason, RelayId, RelayPathError, Spec};
 use bps_verify::{CompressedKey, SocError, Verified, VerifyError, VerifyRequest};
 use bytes::Bytes;
 
@@ -85,6 +85,14 @@ pub enum Action {
     /// Edge mode: the cohort is gone; stop keeping its upstream (its stream, if attached,
     /// is closed by a `Close` of its own).
     DropUpstream { cohort: CohortSerial },
+    /// Edge mode: splice the local stream `stream` to the root of the cohort `key`: join it
+    /// with `join` and `path` (plus this broker's relay id) and report with `on_splice`.
+    OpenSplice {
+        stream: StreamId,
+        key: CohortKey,
+        join: Join,
+        path: Vec<RelayId>,
+    },
 }
 
 /// An accepted frame as the machine hands it out again (a backlog, D11), with its facts.
@@ -148,6 +156,13 @@ pub enum CloseReason {
     RosteredAtEdge,
     /// Edge mode: an upstream stream for a cohort that is gone, or that has one already.
     UpstreamUnwanted,
+    /// Edge mode: the other side of a spliced stream ended (the root's, or the client's).
+    UpstreamEnded,
+    /// Edge mode: the root answered a spliced stream's Join FULL or REJECTED (that Ack was
+    /// handed on).
+    RootRefused,
+    /// Edge mode: no broker of the list answered a spliced stream's Join in time.
+    RootUnreachable,
 }
 
 impl CloseReason {
@@ -160,14 +175,17 @@ impl CloseReason {
             | CloseReason::Full(_)
             | CloseReason::EndOfStream
             | CloseReason::RevokedWithoutRoom
-            | CloseReason::RosteredAtEdge => true,
+            | CloseReason::RosteredAtEdge
+            | CloseReason::UpstreamEnded
+            | CloseReason::RootRefused => true,
             CloseReason::Blocklisted
             | CloseReason::Violation(_)
             | CloseReason::ClaimTimeout
             | CloseReason::Superseded
             | CloseReason::Inactive
             | CloseReason::DropRate
-            | CloseReason::UpstreamUnwanted => false,
+            | CloseReason::UpstreamUnwanted
+            | CloseReason::RootUnreachable => false,
         }
     }
 }
@@ -193,6 +211,11 @@ impl fmt::Display for CloseReason {
                 "a roster named this address: it may publish, which it does at the root; rejoin",
             ),
             CloseReason::UpstreamUnwanted => f.write_str("no cohort wants this upstream stream"),
+            CloseReason::UpstreamEnded => f.write_str("the other side of the spliced stream ended"),
+            CloseReason::RootRefused => f.write_str("the cohort's root refused the Join"),
+            CloseReason::RootUnreachable => {
+                f.write_str("no broker of relay.upstreams answered the Join in time")
+            }
         }
     }
 }
@@ -208,8 +231,8 @@ pub enum RejectCause {
     HistoryRefused,
     /// W11: an anonymous spectator session of a closed cohort, which has no audience.
     AnonymousInClosed,
-    /// Edge mode: the Join's addr may publish (admin, rostered, `ALL`, implicit, closed),
-    /// and a publisher must reach the root; this edge does not splice publishers.
+    /// Edge mode: the Join's addr may publish (admin, rostered, `ALL`, implicit, closed) on a
+    /// carrier the edge cannot splice (a W-API bridge session): it joins the root's bridge.
     PublisherAtEdge,
     /// Edge mode: the Join's relay path names this broker: its edges form a loop.
     RelayLoop,
@@ -226,9 +249,9 @@ impl fmt::Display for RejectCause {
             RejectCause::AnonymousInClosed => {
                 f.write_str("a closed cohort has no audience: join with an addr")
             }
-            RejectCause::PublisherAtEdge => {
-                f.write_str("this broker is an edge: a stream that may publish joins the root")
-            }
+            RejectCause::PublisherAtEdge => f.write_str(
+                "this broker is an edge: a bridge session that may publish joins the root's bridge",
+            ),
             RejectCause::RelayLoop => f.write_str("the relay path returns to this broker (a loop)"),
             RejectCause::RelayPath(error) => write!(f, "{error}"),
         }

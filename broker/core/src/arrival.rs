@@ -17,6 +17,9 @@ pub struct Arrival {
     pub anonymous: bool,
     /// What carries the stream ("tcp", "websocket"), for `/cohortz`.
     pub carrier: &'static str,
+    /// Whether its carrier passes frames both ways as they are, so that an edge can splice
+    /// it to the root (all but a W-API bridge session, which speaks JSON).
+    pub spliceable: bool,
 }
 
 impl Arrival {
@@ -27,6 +30,7 @@ impl Arrival {
             peer,
             anonymous: false,
             carrier,
+            spliceable: true,
         }
     }
 
@@ -37,6 +41,7 @@ impl Arrival {
             peer,
             anonymous: true,
             carrier,
+            spliceable: false,
         }
     }
 }

@@ -96,7 +96,7 @@ pub use counters::{CohortCounters, CohortLabel, Counter, CounterRegistry, Counte
 pub use fanout::Targets;
 pub use ids::{CohortSerial, CoreId, PeerId, StreamId, Ticket, WriteNotice};
 pub use ledger::{LedgerSnapshot, PeerLedger};
-pub use machine::{Machine, TicketOrigin};
+pub use machine::{Machine, SpliceOutcome, TicketOrigin};
 pub use relay::{RelayOutcome, RelayReply};
 pub use snapshot::{CohortStreams, CohortSummary, StreamSnapshot};
 pub use stream::Role;

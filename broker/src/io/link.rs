@@ -45,8 +45,8 @@ use crate::limits::SERVICE_RELAYS_IN_FLIGHT_PER_CORE_MAX;
 use crate::metrics::CoreMetrics;
 use crate::protocol::CoreId;
 use crate::protocol::{
-    Arrival, ClosedBy, CohortSerial, Millis, PeerId, RelayOutcome, RelayReply, StreamId,
-    WriteNotice,
+    Arrival, ClosedBy, CohortSerial, Millis, PeerId, RelayOutcome, RelayReply, SpliceOutcome,
+    StreamId, WriteNotice,
 };
 
 /// Deadlines this core keeps for its own connections, in the order they fall due (each
@@ -300,6 +300,16 @@ impl CoreLink {
         );
     }
 
+    /// Edge mode: the root answered a spliced stream's upstream Join; with `Joined`, `port`
+    /// (this core's, like the local stream's home) carries the root's side from now on.
+    pub fn spliced(&self, port: Option<&Port>, stream: StreamId, outcome: SpliceOutcome) {
+        if let Some(port) = port {
+            port.set_home(self.core);
+        }
+        self.router
+            .to_home(self.core, HomeMsg::Spliced { stream, outcome });
+    }
+
     /// The peer a trusted proxy named for `port`: the blocklist and the pre-Join cap apply
     /// to it from now on.
     pub fn name_proxied_peer(&self, port: &Port, ip: IpAddr) -> Result<(), Refusal> {
@@ -508,6 +518,7 @@ impl CoreLink {
                     peer: port.peer(),
                     anonymous: port.is_anonymous(),
                     carrier: port.transport.name(),
+                    spliceable: !port.is_bridged(),
                 },
                 frame,
             },

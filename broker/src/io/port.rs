@@ -121,6 +121,8 @@ pub struct Port {
     framing: RefCell<Framing>,
     /// A W11 session: its Join carries an addr the broker drew.
     anonymous: Cell<bool>,
+    /// A W-API bridge session (JSON, not frames): an edge cannot splice it.
+    bridged: Cell<bool>,
     home: Cell<Option<CoreId>>,
     life: Cell<Life>,
     closing: RefCell<Option<Closing>>,
@@ -272,6 +274,7 @@ impl Port {
             transport,
             framing: RefCell::new(Framing::Bare),
             anonymous: Cell::new(false),
+            bridged: Cell::new(false),
             home: Cell::new(None),
             life: Cell::new(Life::Open),
             closing: RefCell::new(None),
@@ -351,6 +354,16 @@ impl Port {
     /// Whether the stream is a W11 anonymous session.
     pub fn is_anonymous(&self) -> bool {
         self.anonymous.get()
+    }
+
+    /// Marks the stream a W-API bridge session (before its Join is handed over).
+    pub fn set_bridged(&self) {
+        self.bridged.set(true);
+    }
+
+    /// Whether the stream is a W-API bridge session.
+    pub fn is_bridged(&self) -> bool {
+        self.bridged.get()
     }
 
     /// Why the stream closes, once it does and whoever decided it said so.

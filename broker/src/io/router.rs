@@ -63,7 +63,7 @@ use crate::metrics::CoreMetrics;
 use crate::protocol::CoreId;
 use crate::protocol::{
     Arrival, ChunkFacts, CloseReason, ClosedBy, CohortSerial, Delivered, RelayOutcome, RelayReply,
-    StreamId, Targets, Ticket, WriteNotice,
+    SpliceOutcome, StreamId, Targets, Ticket, WriteNotice,
 };
 
 /// Makes the frame of a relayed service chunk under the chosen admin stream's challenge
@@ -113,6 +113,11 @@ pub enum HomeMsg {
     Upstream {
         stream: StreamId,
         cohort: CohortSerial,
+    },
+    /// Edge mode: the root's answer to the spliced stream `stream`'s Join.
+    Spliced {
+        stream: StreamId,
+        outcome: SpliceOutcome,
     },
 }
 

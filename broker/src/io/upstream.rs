@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bps_proto::{CohortKey, RelayId, Spec, Status, decode_ack, encode_relayed_join, rank};
+use bps_proto::{CohortKey, Join, RelayId, Spec, Status, decode_ack, encode_relayed_join, rank};
 use bytes::Bytes;
 use monoio::io::{AsyncReadRentExt, AsyncWriteRentExt};
 use monoio::net::TcpStream;
@@ -25,7 +25,7 @@ use rand::Rng;
 use super::carrier;
 use super::link::CoreLink;
 use super::tcp;
-use crate::protocol::CohortSerial;
+use crate::protocol::{CohortSerial, SpliceOutcome, StreamId};
 
 /// The bytes of an `Ack` body at most: a status and a 32-byte challenge, well inside one
 /// varint byte, so the edge reads exactly the Ack and leaves what follows to the carrier.
@@ -57,16 +57,9 @@ impl Upstreams {
         mut path: Vec<RelayId>,
     ) {
         let relay = link.settings().relay.clone();
-        let Ok(order) = rank(&relay.upstreams, key) else {
-            // Config validation refuses a list placement cannot rank.
-            unreachable!("relay.upstreams was validated");
-        };
         path.push(crate::edge::relay_id());
         let plan = Plan {
-            ranked: order
-                .into_iter()
-                .map(|index| relay.upstreams[index].trim_ascii().to_owned())
-                .collect(),
+            ranked: ranked(&relay, key),
             join: encode_relayed_join(&spec.to_join(&crate::edge::upstream_addr()), &path),
             cohort,
         };
@@ -86,6 +79,81 @@ impl Upstreams {
     }
 }
 
+/// Splices the local stream `stream` to the root of `key`: joins it with the stream's own
+/// `join` and `path` plus this broker's relay id, hands the root's answer to the machine
+/// (`on_splice`) and, after OK, carries the root's side until it ends. Every broker of the
+/// list is tried once, in rank, within `relay.connect_timeout_ms` each.
+pub fn splice(
+    link: &Rc<CoreLink>,
+    stream: StreamId,
+    (key, join): (&CohortKey, &Join),
+    mut path: Vec<RelayId>,
+) {
+    let relay = link.settings().relay.clone();
+    path.push(crate::edge::relay_id());
+    let ranked = ranked(&relay, key);
+    let frame = encode_relayed_join(join, &path);
+    monoio::spawn(carry_splice(
+        Rc::clone(link),
+        stream,
+        (ranked, frame),
+        relay.connect_timeout_ms,
+    ));
+}
+
+/// `relay.upstreams` ranked for the cohort `key` (placement), names trimmed.
+fn ranked(relay: &RelaySettings, key: &CohortKey) -> Vec<String> {
+    let Ok(order) = rank(&relay.upstreams, key) else {
+        // Config validation refuses a list placement cannot rank.
+        unreachable!("relay.upstreams was validated");
+    };
+    order
+        .into_iter()
+        .map(|index| relay.upstreams[index].trim_ascii().to_owned())
+        .collect()
+}
+
+/// The spliced stream's root side: the first broker in rank that answers, its answer to the
+/// machine, and after OK the TCP carrier until the stream ends.
+async fn carry_splice(
+    link: Rc<CoreLink>,
+    stream: StreamId,
+    (ranked, frame): (Vec<String>, Bytes),
+    timeout_ms: u64,
+) {
+    let metrics = link.metrics();
+    for target in &ranked {
+        let (socket, root, answer) = match join(target, &frame, timeout_ms).await {
+            Ok(joined) => joined,
+            Err(failure) => {
+                if link.may_log() {
+                    tracing::warn!(upstream = %target, %failure, "relay splice failed");
+                }
+                continue;
+            }
+        };
+        if answer.status != Status::Ok {
+            metrics.relay_splice_failures.inc();
+            let ack = answer.frame;
+            return link.spliced(None, stream, SpliceOutcome::Refused { ack });
+        }
+        let Ok(port) = link.admit_upstream(root) else {
+            break;
+        };
+        carrier::configure(&socket, link.settings());
+        let upstream = port.id;
+        let ack = answer.frame;
+        link.spliced(Some(&port), stream, SpliceOutcome::Joined { upstream, ack });
+        metrics.relay_splices.inc();
+        metrics.relay_splices_open.add(1);
+        tcp::run(Rc::clone(&link), port, socket).await;
+        metrics.relay_splices_open.sub(1);
+        return;
+    }
+    metrics.relay_splice_failures.inc();
+    link.spliced(None, stream, SpliceOutcome::Unreachable);
+}
+
 /// One cohort's upstream: where to join, in the order to try, and with what.
 struct Plan {
     ranked: Vec<String>,
@@ -98,10 +166,16 @@ struct Plan {
 enum Failure {
     Timeout,
     Io(std::io::Error),
-    /// The Ack is not one frame of a decodable `Ack`.
+    /// The Ack is not one frame of a decodable `Ack` with a known status.
     Malformed,
     /// FULL or REJECTED (a loop of edges is REJECTED: docs/SCALING.md).
     Refused(Status),
+}
+
+/// The root's answer to a Join: its status and the whole Ack frame, to hand on as it came.
+struct Answer {
+    status: Status,
+    frame: Bytes,
 }
 
 impl std::fmt::Display for Failure {
@@ -131,7 +205,13 @@ async fn keep(link: Rc<CoreLink>, wanted: Rc<Cell<bool>>, plan: Plan, relay: Rel
     let mut attempt = 0u32;
     while wanted.get() && !link.draining() {
         let target = &plan.ranked[position % plan.ranked.len()];
-        match join(target, &plan.join, relay.connect_timeout_ms).await {
+        let joined = join(target, &plan.join, relay.connect_timeout_ms)
+            .await
+            .and_then(|(stream, root, answer)| match answer.status {
+                Status::Ok => Ok((stream, root)),
+                status => Err(Failure::Refused(status)),
+            });
+        match joined {
             Ok((stream, root)) if wanted.get() => {
                 attempt = 0;
                 carry(&link, stream, root, plan.cohort).await;
@@ -175,14 +255,14 @@ async fn join(
     target: &str,
     frame: &Bytes,
     timeout_ms: u64,
-) -> Result<(TcpStream, IpAddr), Failure> {
+) -> Result<(TcpStream, IpAddr, Answer), Failure> {
     let attempt = async {
         let mut stream = TcpStream::connect(target).await.map_err(Failure::Io)?;
         let root = stream.peer_addr().map_err(Failure::Io)?.ip();
         let (written, _) = stream.write_all(frame.clone()).await;
         written.map_err(Failure::Io)?;
-        read_ack(&mut stream).await?;
-        Ok((stream, root))
+        let answer = read_ack(&mut stream).await?;
+        Ok((stream, root, answer))
     };
     monoio::time::timeout(Duration::from_millis(timeout_ms), attempt)
         .await
@@ -190,7 +270,7 @@ async fn join(
 }
 
 /// The Ack, and not a byte more: what follows is the carrier's.
-async fn read_ack(stream: &mut TcpStream) -> Result<(), Failure> {
+async fn read_ack(stream: &mut TcpStream) -> Result<Answer, Failure> {
     let (read, length) = stream.read_exact(vec![0u8; 1]).await;
     read.map_err(Failure::Io)?;
     let body_bytes = usize::from(length[0]);
@@ -199,11 +279,14 @@ async fn read_ack(stream: &mut TcpStream) -> Result<(), Failure> {
     }
     let (read, body) = stream.read_exact(vec![0u8; body_bytes]).await;
     read.map_err(Failure::Io)?;
-    let ack = decode_ack(Bytes::from(body)).map_err(|_| Failure::Malformed)?;
+    // The frame as it came: its length byte, then its body.
+    let mut frame = length;
+    frame.extend_from_slice(&body);
+    let frame = Bytes::from(frame);
+    let ack = decode_ack(frame.slice(1..)).map_err(|_| Failure::Malformed)?;
     match Status::try_from(ack.status) {
-        Ok(Status::Ok) => Ok(()),
-        Ok(status) => Err(Failure::Refused(status)),
-        Err(_) => Err(Failure::Malformed),
+        Ok(Status::Unspecified) | Err(_) => Err(Failure::Malformed),
+        Ok(status) => Ok(Answer { status, frame }),
     }
 }
 

@@ -186,6 +186,12 @@ pub struct CoreMetrics {
     pub relay_upstreams_attached: Gauge,
     /// Edge mode: cohorts whose upstream is connecting or backing off.
     pub relay_upstreams_waiting: Gauge,
+    /// Edge mode: streams spliced to their root (joined OK there).
+    pub relay_splices: Counter,
+    /// Edge mode: spliced Joins the root refused, or no broker of the list answered.
+    pub relay_splice_failures: Counter,
+    /// Edge mode: spliced streams open.
+    pub relay_splices_open: Gauge,
     /// The WebSocket carrier's labelled counters.
     pub ws: WsMetrics,
     /// The libp2p carrier's counters (core 0's only: it owns p2p streams).
@@ -242,6 +248,9 @@ impl Default for CoreMetrics {
             relay_upstream_failures: Counter::default(),
             relay_upstreams_attached: Gauge::default(),
             relay_upstreams_waiting: Gauge::default(),
+            relay_splices: Counter::default(),
+            relay_splice_failures: Counter::default(),
+            relay_splices_open: Gauge::default(),
             ws: WsMetrics::default(),
             p2p: P2pMetrics::default(),
         }

@@ -244,7 +244,9 @@ fn protocol_help(name: &str) -> &'static str {
         "deliveries" => "Frames handed to the I/O layer for receiving streams.",
         "drop_revoked_in_grace" => "Frames of revoked streams dropped within the grace (R24).",
         "drop_stream_gone" => "Frames for streams already closed, dropped.",
-        "upstream_invalid" => "Edge mode: frames from the root a subscriber drops (R41: undecodable, AUTH, wrong id, invalid SOC, owner not admitted).",
+        "upstream_invalid" => {
+            "Edge mode: frames from the root a subscriber drops (R41: undecodable, AUTH, wrong id, invalid SOC, owner not admitted)."
+        }
         "superseded" => "Publisher streams reset by a newer claim of the same address (R29).",
         "blocklisted" => "Blocklist entries issued (R39).",
         "verify_requests" => "Verification jobs issued by the protocol core.",

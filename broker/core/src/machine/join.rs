@@ -43,7 +43,11 @@ impl Machine {
             Err(cause) => return self.refuse(stream_id, None, CloseReason::Rejected(cause)),
         };
         let path = match self.edge_admission(arrival, &join, &valid) {
-            Ok(path) => path,
+            Ok(edge) if edge.splice => {
+                let who = (&valid.spec, &valid.addr);
+                return self.splice((stream_id, arrival), &valid.key, who, edge.path);
+            }
+            Ok(edge) => edge.path,
             Err(cause) => return self.refuse(stream_id, None, CloseReason::Rejected(cause)),
         };
         let serial = match self.cohorts.serial_of(&valid.key) {

@@ -49,6 +49,8 @@ use crate::time::Millis;
 use cohorts::Cohorts;
 use outbox::Outbox;
 use relay::PendingRelay;
+pub use splice::SpliceOutcome;
+use splice::Splices;
 use streams::Streams;
 use upstream::Upstream;
 
@@ -60,6 +62,7 @@ mod outbox;
 mod reclaim;
 mod relay;
 mod roster;
+mod splice;
 mod streams;
 mod upstream;
 mod violation;
@@ -98,6 +101,8 @@ pub struct Machine {
     relays: HashMap<Ticket, PendingRelay>,
     /// Edge mode: the upstream streams, one per cohort at most (see `upstream`).
     upstreams: HashMap<StreamId, Upstream>,
+    /// Edge mode: the streams spliced to their cohort's root (see `splice`).
+    splices: Splices,
     deadlines: Deadlines,
     /// R31: the idle cohorts (empty fan-out set), oldest first, as (idle since, serial).
     idle: BTreeSet<(Millis, CohortSerial)>,
@@ -125,6 +130,7 @@ impl Machine {
             tickets: HashMap::new(),
             relays: HashMap::new(),
             upstreams: HashMap::new(),
+            splices: Splices::default(),
             deadlines: Deadlines::default(),
             idle: BTreeSet::new(),
             unsettled: Vec::new(),
@@ -255,6 +261,8 @@ impl Machine {
     pub fn on_frame(&mut self, now: Millis, stream: StreamId, frame: Frame) {
         if self.upstream_cohort(stream).is_some() {
             self.upstream_frame(stream, frame);
+        } else if self.is_spliced(stream) {
+            self.spliced_frame(stream, frame);
         } else {
             self.frame(now, stream, frame);
         }
@@ -350,6 +358,9 @@ impl Machine {
 
     /// A frame sent with a `WriteNotice` is on the wire (R24: the revocation grace starts).
     pub fn on_written(&mut self, now: Millis, stream: StreamId, notice: WriteNotice) {
+        if self.splice_written(notice) {
+            return;
+        }
         if let Some(stream) = self.streams.get_mut(stream)
             && let Some(revocation) = stream.revocation.as_mut()
             && revocation.notice == notice
@@ -382,7 +393,7 @@ impl Machine {
 
     /// The I/O layer ended a stream (a stream the machine closed itself is already forgotten).
     pub fn on_closed(&mut self, now: Millis, stream: StreamId, by: ClosedBy) {
-        if self.upstream_closed(stream) {
+        if self.upstream_closed(stream) || self.splice_closed(stream) {
             self.rearm(now);
             return;
         }
@@ -403,6 +414,14 @@ impl Machine {
     /// that is gone, or has an upstream already, closes it (`CloseReason::UpstreamUnwanted`).
     pub fn on_upstream(&mut self, now: Millis, stream: StreamId, cohort: CohortSerial) {
         self.attach_upstream(stream, cohort);
+        self.rearm(now);
+    }
+
+    /// Edge mode: what became of the root's Join for the spliced stream `stream` (an
+    /// `Action::OpenSplice`): OK hands the root's Ack on and relays frames both ways from
+    /// now on; FULL or REJECTED hands it on and ends the stream; unreachable ends it.
+    pub fn on_splice(&mut self, now: Millis, stream: StreamId, outcome: SpliceOutcome) {
+        self.spliced(stream, outcome);
         self.rearm(now);
     }
 

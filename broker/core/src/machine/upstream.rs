@@ -30,6 +30,15 @@ use crate::stream::{Checked, FrameKind, InFlight, Role};
 use crate::time::Millis;
 use crate::validation::{Verdict, check_upstream_frame};
 
+/// How an edge takes a Join (`Machine::edge_admission`).
+#[derive(Debug, Default)]
+pub(super) struct EdgeJoin {
+    /// The relay path it carried (empty but for another edge's).
+    pub path: Vec<RelayId>,
+    /// Whether it is spliced to the root rather than served here.
+    pub splice: bool,
+}
+
 /// One cohort's upstream stream: its frames whose verification is in flight, in read order.
 #[derive(Debug)]
 pub(super) struct Upstream {
@@ -38,26 +47,28 @@ pub(super) struct Upstream {
 }
 
 impl Machine {
-    /// The relay path of a Join this edge takes, or why it is REJECTED: a malformed path, a
-    /// path that already holds this broker (a loop), or a stream that may publish (only the
-    /// root can check its claim against the challenge it signs under). Not an edge: empty.
+    /// How this edge takes a Join, or why it is REJECTED: a malformed relay path, a path
+    /// that already holds this broker (a loop), or a stream that may publish on a carrier
+    /// it cannot splice. A stream that may publish is spliced: only the root can check its
+    /// frames against the challenge it signs under. Not an edge: served here, no path.
     pub(super) fn edge_admission(
         &self,
         arrival: Arrival,
         join: &Frame,
         valid: &ValidJoin,
-    ) -> Result<Vec<RelayId>, RejectCause> {
+    ) -> Result<EdgeJoin, RejectCause> {
         let Some(edge) = self.config.edge else {
-            return Ok(Vec::new());
+            return Ok(EdgeJoin::default());
         };
         let path = relay_path_of(join.body()).map_err(RejectCause::RelayPath)?;
         if path.contains(&edge.relay_id) {
             return Err(RejectCause::RelayLoop);
         }
-        if !arrival.anonymous && self.may_publish(valid) {
+        let splice = !arrival.anonymous && self.may_publish(valid);
+        if splice && !arrival.spliceable {
             return Err(RejectCause::PublisherAtEdge);
         }
-        Ok(path)
+        Ok(EdgeJoin { path, splice })
     }
 
     /// Whether a stream declaring `valid.addr` would be a publisher or could claim: R6, R9,

@@ -19,6 +19,7 @@ use crate::io::outgoing::Outgoing;
 use crate::io::port::{Closing, Port};
 use crate::io::receivers;
 use crate::io::router::OwnerMsg;
+use crate::io::upstream;
 use crate::protocol::{
     Action, ChunkFacts, CloseReason, CoreId, Delivered, StreamId, Targets, WriteNotice,
 };
@@ -67,6 +68,12 @@ impl Shard {
                     path,
                 } => self.upstreams.open(&self.link, cohort, &key, &spec, path),
                 Action::DropUpstream { cohort } => self.upstreams.close(cohort),
+                Action::OpenSplice {
+                    stream,
+                    key,
+                    join,
+                    path,
+                } => upstream::splice(&self.link, stream, (&key, &join), path),
                 Action::ArmTimer { at } => {
                     if self
                         .machine_deadline

@@ -87,6 +87,9 @@ impl Shard {
                 HomeMsg::Upstream { stream, cohort } => {
                     self.machine.borrow_mut().on_upstream(now, stream, cohort);
                 }
+                HomeMsg::Spliced { stream, outcome } => {
+                    self.machine.borrow_mut().on_splice(now, stream, outcome);
+                }
                 HomeMsg::Relay {
                     key,
                     named,

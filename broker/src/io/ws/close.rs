@@ -49,6 +49,12 @@ pub const JOIN_DEADLINE: u16 = 4011;
 pub const ROSTERED_AT_EDGE: u16 = 4012;
 /// Edge mode: an upstream stream nobody wants (never a client's).
 pub const UPSTREAM_UNWANTED: u16 = 4013;
+/// Edge mode: the other side of a spliced stream ended (the root closed it).
+pub const UPSTREAM_ENDED: u16 = 4014;
+/// Edge mode: the root answered the spliced Join FULL or REJECTED (the Ack came first).
+pub const ROOT_REFUSED: u16 = 4015;
+/// Edge mode: no broker of the edge's list answered the spliced Join in time.
+pub const ROOT_UNREACHABLE: u16 = 4016;
 
 /// The WebSocket close codes of the carrier-neutral `Farewell`.
 impl Farewell {
@@ -83,6 +89,9 @@ fn code_of(reason: &CloseReason) -> u16 {
         CloseReason::DropRate => DROP_RATE,
         CloseReason::RosteredAtEdge => ROSTERED_AT_EDGE,
         CloseReason::UpstreamUnwanted => UPSTREAM_UNWANTED,
+        CloseReason::UpstreamEnded => UPSTREAM_ENDED,
+        CloseReason::RootRefused => ROOT_REFUSED,
+        CloseReason::RootUnreachable => ROOT_UNREACHABLE,
     }
 }
 

@@ -452,6 +452,7 @@ fn bridge_join(port: &Port, params: &BridgeParams) -> (bps_proto::Frame, Rc<Brid
         params.keep_alive_s,
     ));
     port.set_framing(Framing::Encoded(session.clone()), !publishes);
+    port.set_bridged();
     (
         bps_proto::Frame::encode(&params.spec.to_join(&addr)),
         session,

@@ -11,7 +11,7 @@ use crate::metrics::{CoreMetrics, Counter, Gauge, Histogram, PerTransport};
 type Family<I> = (&'static str, &'static str, fn(&CoreMetrics) -> &I);
 
 /// The counters with their exported names (without `bps_` and `_total`) and help texts.
-pub(super) const CORE_COUNTERS: [Family<Counter>; 30] = [
+pub(super) const CORE_COUNTERS: [Family<Counter>; 32] = [
     ("connections_accepted", "Connections accepted.", |core| {
         &core.connections_accepted
     }),
@@ -142,10 +142,20 @@ pub(super) const CORE_COUNTERS: [Family<Counter>; 30] = [
         "Edge mode: upstream attempts that failed: no connection or Ack within relay.connect_timeout_ms, or FULL or REJECTED (a loop of edges is REJECTED).",
         |core| &core.relay_upstream_failures,
     ),
+    (
+        "relay_splices",
+        "Edge mode: streams that may publish, spliced to their cohort's root (joined OK there).",
+        |core| &core.relay_splices,
+    ),
+    (
+        "relay_splice_failures",
+        "Edge mode: spliced Joins the root answered FULL or REJECTED, or that no broker of relay.upstreams answered in time.",
+        |core| &core.relay_splice_failures,
+    ),
 ];
 
 /// The gauges with their exported names and help texts.
-pub(super) const CORE_GAUGES: [Family<Gauge>; 9] = [
+pub(super) const CORE_GAUGES: [Family<Gauge>; 10] = [
     ("connections_open", "Connections currently open.", |core| {
         &core.connections_open
     }),
@@ -188,6 +198,11 @@ pub(super) const CORE_GAUGES: [Family<Gauge>; 9] = [
         "relay_upstreams_waiting",
         "Edge mode: cohorts whose upstream is connecting or backing off (relay.reconnect_backoff_*).",
         |core| &core.relay_upstreams_waiting,
+    ),
+    (
+        "relay_splices_open",
+        "Edge mode: spliced streams open.",
+        |core| &core.relay_splices_open,
     ),
 ];
 
