@@ -101,13 +101,24 @@ fn rejected(stream: StreamId, cause: RejectCause) -> Vec<Action> {
     ]
 }
 
-/// A cohort of `spec` created at the edge by key(2)'s Join on stream 1 (as `arrival`
-/// says), with its upstream attached: its serial.
+/// A cohort of `spec` created at the edge by key(2)'s ordinary Join on stream 1 (as
+/// `arrival` says), with its upstream attached: its serial.
 fn cohort_with_upstream(rig: &mut Rig, spec: &Spec, arrival: Arrival) -> CohortSerial {
-    let actions = rig.join_as(arrival, sid(1), join_body(spec, &key(2).address()));
+    cohort_with_upstream_at(rig, spec, arrival, sid(1), upstream())
+}
+
+/// `cohort_with_upstream` created on `stream`, its upstream read on `up`.
+fn cohort_with_upstream_at(
+    rig: &mut Rig,
+    spec: &Spec,
+    arrival: Arrival,
+    stream: StreamId,
+    up: StreamId,
+) -> CohortSerial {
+    let actions = rig.join_as(arrival, stream, join_body(spec, &key(2).address()));
     let (serial, path) = opened(&actions, spec).expect("a new cohort asks for its upstream");
     assert_eq!(path, Vec::<RelayId>::new());
-    rig.machine.on_upstream(rig.now, upstream(), serial);
+    rig.machine.on_upstream(rig.now, up, serial);
     assert_eq!(rig.drain(), vec![]);
     serial
 }
@@ -142,19 +153,13 @@ fn a_new_cohort_asks_for_one_upstream_with_the_creating_joins_relay_path() {
     let mut rig = edge();
     let spec = explicit(1, &key(1), false);
     let join = encode_relayed_join(&spec.to_join(&key(2).address()), &[BELOW]);
-    let (first, actions) = {
-        let actions = rig.join_raw(peer(1), sid(1), body_of(&join));
-        let (serial, path) = opened(&actions, &spec).expect("the cohort asks for its upstream");
-        ((serial, path), actions)
-    };
-    assert_eq!(first.1, vec![BELOW]);
+    let actions = rig.join_raw(peer(1), sid(1), body_of(&join));
+    let (first, path) = opened(&actions, &spec).expect("the cohort asks for its upstream");
+    assert_eq!(path, vec![BELOW]);
+    // The upstream is asked for before the OK Ack; then the cohort's inactivity timer.
     assert!(matches!(actions[0], Action::OpenUpstream { .. }));
-    assert_eq!(
-        actions.len(),
-        3,
-        "OpenUpstream, the OK Ack, the timer: {actions:?}"
-    );
-    assert_eq!(actions[2], arm(600_000));
+    assert!(matches!(&actions[1], Action::Send { stream, .. } if *stream == sid(1)));
+    assert_eq!(actions[2..], [arm(600_000)]);
     // A second local stream joins the cohort: no second upstream.
     let (second, actions) = rig.join(key(3), &spec, sid(2), peer(2));
     assert_eq!(actions, vec![ack_ok(sid(2), &second.challenge)]);
@@ -162,7 +167,7 @@ fn a_new_cohort_asks_for_one_upstream_with_the_creating_joins_relay_path() {
     let other = explicit(2, &key(1), false);
     let actions = rig.join_raw(peer(3), sid(3), join_body(&other, &key(4).address()));
     let (serial, path) = opened(&actions, &other).expect("the other cohort asks too");
-    assert_ne!(serial, first.0);
+    assert_ne!(serial, first);
     assert!(path.is_empty());
 }
 
@@ -476,21 +481,6 @@ fn r28_an_implicit_cohort_at_an_edge_drops_a_repeated_chunk() {
         rig.publish(sid(103), &right),
         vec![consumed(sid(103)), deliver(&right, &[sid(3)])]
     );
-}
-
-/// `cohort_with_upstream` for another cohort: created on `stream`, upstream `up`.
-fn cohort_with_upstream_at(
-    rig: &mut Rig,
-    spec: &Spec,
-    arrival: Arrival,
-    stream: StreamId,
-    up: StreamId,
-) -> CohortSerial {
-    let actions = rig.join_as(arrival, stream, join_body(spec, &key(2).address()));
-    let (serial, _) = opened(&actions, spec).expect("a new cohort asks for its upstream");
-    rig.machine.on_upstream(rig.now, up, serial);
-    assert_eq!(rig.drain(), vec![]);
-    serial
 }
 
 #[test]
@@ -841,4 +831,140 @@ fn an_edge_relays_what_a_root_machine_delivers_to_its_upstream_stream() {
     let at_root = root.join_raw(peer(3), sid(3), join_body(&spec, &key(6).address()));
     assert_eq!(at_edge[1..], at_root[1..]);
     assert!(edge.all_consumed());
+}
+
+#[test]
+fn an_eos_ends_the_cohort_while_later_upstream_frames_are_being_checked() {
+    let (mut rig, spec, serial) = explicit_edge();
+    let admin = at_root(key(1), &spec, 9);
+    let eos = admin.eos();
+    let mut checks = jobs(rig.feed(upstream(), &eos));
+    checks.extend(jobs(rig.feed(upstream(), &admin.data(0, b"checked"))));
+    checks.extend(jobs(rig.feed(upstream(), &admin.data(1, b"unchecked"))));
+    let unchecked = checks.pop().expect("three jobs");
+    let (data_ticket, data_request) = checks.pop().expect("three jobs");
+    let (eos_ticket, eos_request) = checks.pop().expect("three jobs");
+    rig.machine
+        .on_verified(rig.now, data_ticket, bps_verify::verify(&data_request));
+    assert_eq!(rig.drain(), vec![]);
+    rig.machine
+        .on_verified(rig.now, eos_ticket, bps_verify::verify(&eos_request));
+    assert_eq!(
+        rig.drain(),
+        vec![
+            consumed(upstream()),
+            deliver(&eos, &[sid(1), sid(2)]),
+            close(sid(1), CloseReason::EndOfStream),
+            close(sid(2), CloseReason::EndOfStream),
+            Action::DropUpstream { cohort: serial },
+            consumed(upstream()),
+            close(upstream(), CloseReason::UpstreamUnwanted)
+        ]
+    );
+    // The last check may be taken back, as a closed stream's is.
+    assert_eq!(rig.machine.job_origin(unchecked.0), None);
+    rig.machine.on_cancelled(rig.now, unchecked.0);
+    assert_eq!(rig.drain(), vec![consumed(upstream())]);
+    // A frame the I/O layer had read before it closed the stream is done at once.
+    assert_eq!(
+        rig.feed(upstream(), &admin.data(2, b"late")),
+        vec![consumed(upstream())]
+    );
+    assert_eq!(rig.machine.verifications_in_flight(), 0);
+    assert!(rig.all_consumed());
+}
+
+#[test]
+fn an_upstream_lost_with_frames_checked_and_unchecked_consumes_each_once() {
+    let (mut rig, spec, serial) = explicit_edge();
+    let admin = at_root(key(1), &spec, 9);
+    let mut checks = jobs(rig.feed(upstream(), &admin.data(0, b"unchecked")));
+    checks.extend(jobs(rig.feed(upstream(), &admin.data(1, b"checked"))));
+    let (checked_ticket, checked_request) = checks.pop().expect("two jobs");
+    let (unchecked_ticket, unchecked_request) = checks.pop().expect("two jobs");
+    assert_eq!(
+        rig.machine
+            .job_origin(unchecked_ticket)
+            .map(|origin| origin.cohort),
+        Some(serial)
+    );
+    rig.machine.on_verified(
+        rig.now,
+        checked_ticket,
+        bps_verify::verify(&checked_request),
+    );
+    assert_eq!(rig.drain(), vec![]);
+    assert_eq!(
+        rig.closed(upstream(), ClosedBy::Peer),
+        vec![consumed(upstream())]
+    );
+    rig.machine.on_verified(
+        rig.now,
+        unchecked_ticket,
+        bps_verify::verify(&unchecked_request),
+    );
+    assert_eq!(rig.drain(), vec![consumed(upstream())]);
+    assert!(rig.all_consumed());
+    // Neither was delivered: the reconnected upstream brings them (the root's backlog or
+    // the publisher's next frames).
+    assert_eq!(rig.cohort_count(&spec, Counter::AcceptedData), 0);
+    rig.machine.on_upstream(rig.now, sid(101), serial);
+    let again = admin.data(0, b"unchecked");
+    assert_eq!(
+        rig.publish(sid(101), &again),
+        vec![consumed(sid(101)), deliver(&again, &[sid(1), sid(2)])]
+    );
+}
+
+#[test]
+fn r31_a_lingering_cohort_makes_room_for_a_creating_join_when_the_table_is_full() {
+    let mut rig = Rig::with_config(ProtocolConfig {
+        cohorts_max: 1,
+        edge: Some(EdgePolicy {
+            relay_id: RELAY_ID,
+            linger_ms: 100_000,
+        }),
+        ..ProtocolConfig::default()
+    });
+    let spec = explicit(1, &key(1), false);
+    let serial = cohort_with_upstream(&mut rig, &spec, declared(1));
+    rig.closed(sid(1), ClosedBy::Peer);
+    rig.now = Millis(30_000);
+    let other = explicit(2, &key(1), false);
+    let actions = rig.join_raw(peer(2), sid(2), join_body(&other, &key(3).address()));
+    assert_eq!(
+        actions[..2],
+        [
+            Action::DropUpstream { cohort: serial },
+            close(upstream(), CloseReason::UpstreamUnwanted)
+        ]
+    );
+    assert!(opened(&actions, &other).is_some(), "{actions:?}");
+    assert_eq!(rig.count(Counter::CohortsReclaimedIdle), 1);
+    assert_eq!(rig.machine.cohort_count(), 1);
+}
+
+#[test]
+fn r34_an_edge_cohort_without_upstream_publications_is_reclaimed_with_its_upstream() {
+    let mut rig = Rig::with_config(ProtocolConfig {
+        inactivity_deadline_ms: 10_000,
+        ..edge_config()
+    });
+    let spec = explicit(1, &key(1), false);
+    let serial = cohort_with_upstream(&mut rig, &spec, declared(1));
+    rig.now = Millis(5_000);
+    from_root(&mut rig, &at_root(key(1), &spec, 9).data(0, b"activity"));
+    // An upstream publication keeps the cohort alive past its first deadline.
+    rig.tick_at(10_000);
+    assert_eq!(rig.machine.cohort_count(), 1);
+    let actions = rig.tick_at(15_000);
+    assert_eq!(
+        actions[..3],
+        [
+            close(sid(1), CloseReason::Inactive),
+            Action::DropUpstream { cohort: serial },
+            close(upstream(), CloseReason::UpstreamUnwanted)
+        ]
+    );
+    assert_eq!(rig.machine.cohort_count(), 0);
 }
