@@ -7,6 +7,7 @@ mod driver;
 mod machine_api;
 mod rules_bridge;
 mod rules_cohorts;
+mod rules_edge;
 mod rules_frames;
 mod rules_history;
 mod rules_roles;
