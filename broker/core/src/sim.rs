@@ -686,7 +686,9 @@ impl<C: Choices> Simulation<C> {
             Action::Close { stream, reason } => self.observe_close(stream, &reason),
             Action::Blocklist { .. } => self.observed.blocklists += 1,
             Action::Relayed { .. } => panic!("the simulation posts no service chunk (W5)"),
-            Action::OpenUpstream { .. } | Action::DropUpstream { .. } => {
+            Action::OpenUpstream { .. }
+            | Action::DropUpstream { .. }
+            | Action::OpenSplice { .. } => {
                 panic!("the simulation runs no edge (ProtocolConfig::edge is None)")
             }
             Action::ArmTimer { at } => {

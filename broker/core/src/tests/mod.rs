@@ -12,5 +12,6 @@ mod rules_frames;
 mod rules_history;
 mod rules_roles;
 mod rules_roster;
+mod rules_splice;
 mod rules_trusted;
 mod simulation;

@@ -6,8 +6,7 @@
 //! Owns: the machine's edge mode driven through its inputs with real signed chunks. The
 //! root is played by the test: its frames are signed under a challenge of the root's (the
 //! edge compares it with nothing), or taken from a second machine acting as the root.
-//! Never does: assert anything about a stream at an edge that may publish beyond its
-//! refusal (`publishing_joins_are_not_served_by_the_edge_itself`), which is being replaced.
+//! Never does: a stream at an edge that may publish (spliced to the root: `rules_splice`).
 
 use bps_proto::{
     Binding, Kind, RELAY_ID_BYTES, RELAY_PATH_LEN_MAX, RelayId, RelayPathError, Spec, Status,
@@ -27,14 +26,14 @@ use crate::{
 };
 
 /// This edge's id on relay paths.
-const RELAY_ID: RelayId = [0xed; RELAY_ID_BYTES];
+pub(super) const RELAY_ID: RelayId = [0xed; RELAY_ID_BYTES];
 
 /// Another broker's id on relay paths (an edge below this one).
-const BELOW: RelayId = [0xb0; RELAY_ID_BYTES];
+pub(super) const BELOW: RelayId = [0xb0; RELAY_ID_BYTES];
 
 const LINGER_MS: u64 = 5_000;
 
-fn edge_config() -> ProtocolConfig {
+pub(super) fn edge_config() -> ProtocolConfig {
     ProtocolConfig {
         edge: Some(EdgePolicy {
             relay_id: RELAY_ID,
@@ -44,12 +43,12 @@ fn edge_config() -> ProtocolConfig {
     }
 }
 
-fn edge() -> Rig {
+pub(super) fn edge() -> Rig {
     Rig::with_config(edge_config())
 }
 
 /// The stream the I/O layer reads the cohort's upstream on.
-fn upstream() -> StreamId {
+pub(super) fn upstream() -> StreamId {
     sid(100)
 }
 
@@ -62,7 +61,7 @@ fn history(spec: Spec) -> Spec {
 
 /// A publisher as the root sees it: `key` signing under the challenge `[n; 32]` the root
 /// gave its stream there.
-fn at_root(key: SigningKey, spec: &Spec, n: u8) -> Client {
+pub(super) fn at_root(key: SigningKey, spec: &Spec, n: u8) -> Client {
     Client {
         addr: key.address(),
         key,
@@ -94,7 +93,7 @@ fn opened(actions: &[Action], spec: &Spec) -> Option<(CohortSerial, Vec<RelayId>
 }
 
 /// The answer to a Join REJECTED for `cause`.
-fn rejected(stream: StreamId, cause: RejectCause) -> Vec<Action> {
+pub(super) fn rejected(stream: StreamId, cause: RejectCause) -> Vec<Action> {
     vec![
         ack(stream, Status::Rejected),
         close(stream, CloseReason::Rejected(cause)),
@@ -123,13 +122,13 @@ fn cohort_with_upstream_at(
     serial
 }
 
-fn declared(n: u8) -> Arrival {
+pub(super) fn declared(n: u8) -> Arrival {
     Arrival::declared(peer(n), "tcp")
 }
 
 /// An explicit open cohort at the edge with spectators key(2) on stream 1 and key(3) on
 /// stream 2, its upstream attached.
-fn explicit_edge() -> (Rig, Spec, CohortSerial) {
+pub(super) fn explicit_edge() -> (Rig, Spec, CohortSerial) {
     let mut rig = edge();
     let spec = explicit(1, &key(1), false);
     let serial = cohort_with_upstream(&mut rig, &spec, declared(1));
@@ -138,7 +137,7 @@ fn explicit_edge() -> (Rig, Spec, CohortSerial) {
 }
 
 /// Feeds a frame of the root on the upstream stream and runs its verification.
-fn from_root(rig: &mut Rig, frame: &Bytes) -> Vec<Action> {
+pub(super) fn from_root(rig: &mut Rig, frame: &Bytes) -> Vec<Action> {
     rig.publish(upstream(), frame)
 }
 
@@ -715,43 +714,6 @@ fn a_join_whose_relay_path_holds_this_edge_or_is_malformed_is_rejected() {
     let actions = rig.join_raw(peer(1), sid(4), body_of(&deepest));
     let (_, path) = opened(&actions, &spec).expect("served");
     assert_eq!(path, vec![BELOW; RELAY_PATH_LEN_MAX]);
-}
-
-#[test]
-fn publishing_joins_are_not_served_by_the_edge_itself() {
-    let (mut rig, spec, _) = explicit_edge();
-    // The admin's addr.
-    assert_eq!(
-        rig.join_raw(peer(5), sid(5), join_body(&spec, &key(1).address())),
-        rejected(sid(5), RejectCause::PublisherAtEdge)
-    );
-    // An addr the cohort's roster names.
-    let roster = at_root(key(1), &spec, 9).roster(0, &[key(4).address()]);
-    from_root(&mut rig, &roster);
-    assert_eq!(
-        rig.join_raw(peer(5), sid(6), join_body(&spec, &key(4).address())),
-        rejected(sid(6), RejectCause::PublisherAtEdge)
-    );
-    // Any declared addr of an ALL, an implicit or a closed cohort; none is created.
-    let others = [
-        all(2, &key(1)),
-        implicit([3; 32], Binding::Mnemonic),
-        explicit(4, &key(1), true),
-    ];
-    for (n, other) in (7..).zip(&others) {
-        assert_eq!(
-            rig.join_raw(peer(5), sid(n), join_body(other, &key(5).address())),
-            rejected(sid(n), RejectCause::PublisherAtEdge)
-        );
-    }
-    // A creating Join by the admin's addr.
-    let fresh = explicit(5, &key(1), false);
-    assert_eq!(
-        rig.join_raw(peer(5), sid(10), join_body(&fresh, &key(1).address())),
-        rejected(sid(10), RejectCause::PublisherAtEdge)
-    );
-    assert_eq!(rig.machine.cohort_count(), 1);
-    assert_eq!(rig.count(Counter::JoinsRejected), 6);
 }
 
 #[test]
