@@ -1,5 +1,5 @@
 //! This process's identity as a relay edge: its relay id (on the relay path of every upstream
-//! Join it sends, so a loop comes back to it, docs/PROTOCOL.md §8) and the addr its upstream
+//! Join it sends, so a loop comes back to it, docs/PROTOCOL.md §10) and the addr its upstream
 //! streams declare (a subscriber's, which signs nothing: R41).
 //!
 //! Owns: both values, drawn once from the OS's randomness on first use and the same for the

@@ -26,6 +26,7 @@ const SOURCE_DIRS: &[&str] = &[
     "broker/core/src",
     "broker/p2p/src",
     "proto/bee/src",
+    "proto/src",
 ];
 
 /// Sections all of whose keys are bounds.

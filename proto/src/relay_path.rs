@@ -1,5 +1,5 @@
 //! The relay path a relay edge's upstream `Join` carries, so that a broker can refuse a loop
-//! of edges (docs/PROTOCOL.md §8, "Relay path").
+//! of edges (docs/PROTOCOL.md §10).
 //!
 //! Owns: [`RelayId`], the path's bounds, reading it from a Join's body ([`relay_path_of`])
 //! and writing a Join that carries it ([`encode_relayed_join`]).
