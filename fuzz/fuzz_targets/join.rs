@@ -8,13 +8,19 @@
 //!   (`0A 20 topic 10 binding [1A 14 admin] [20 01] [28 01] [30 01]`), and it is stable:
 //!   re-encoding the typed spec and validating again gives the same `ValidJoin`; so does
 //!   the body with unknown fields of every wire type added at Join and cohort level, and
-//!   with every known field restated, non-minimally where a varint allows it.
+//!   with every known field restated, non-minimally where a varint allows it;
+//! - the relay path (field 15, read by relay edges) never panics to read; a path that reads
+//!   is within `RELAY_PATH_LEN_MAX`, and written again with the Join (`encode_relayed_join`)
+//!   it reads back the same, beside the same Join.
 
 #![no_main]
 
 use bps_fuzz::varint_reference;
-use bps_proto::{Binding, FrameType, Join, RejectReason, ValidJoin, decode_join, validate_join};
-use bytes::Bytes;
+use bps_proto::{
+    Binding, FrameType, Join, RELAY_PATH_LEN_MAX, RejectReason, ValidJoin, decode_join,
+    encode_relayed_join, next_frame, relay_path_of, validate_join,
+};
+use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
@@ -208,14 +214,33 @@ fn check_key_stability(body: &[u8], valid: &ValidJoin) {
     assert_eq!(&revalidate(restated), valid, "restated fields");
 }
 
+/// The relay path of `body` (a Join's bytes that decoded as `join`), checked as the module
+/// documentation says.
+fn check_relay_path(body: &[u8], join: &Join) {
+    let Ok(path) = relay_path_of(Bytes::copy_from_slice(body)) else {
+        return;
+    };
+    assert!(path.len() <= RELAY_PATH_LEN_MAX);
+    let frame = encode_relayed_join(join, &path);
+    let mut buffer = BytesMut::from(frame.as_ref());
+    let rewritten = next_frame(&mut buffer, usize::MAX)
+        .expect("an encoded frame splits")
+        .expect("whole");
+    assert_eq!(&decode_join(rewritten.clone()).expect("decodes"), join);
+    assert_eq!(relay_path_of(rewritten), Ok(path));
+}
+
 fuzz_target!(|body: &[u8]| {
     let join = match decode_join(Bytes::copy_from_slice(body)) {
         Ok(join) => join,
         Err(error) => {
             assert_eq!((error.frame, error.bytes), (FrameType::Join, body.len()));
+            // Whatever the bytes, reading a relay path is an answer, never a panic.
+            let _ = relay_path_of(Bytes::copy_from_slice(body));
             return;
         }
     };
+    check_relay_path(body, &join);
     let verdict = validate_join(&join);
     assert_eq!(
         verdict.as_ref().map(|_| ()).map_err(|reason| *reason),
