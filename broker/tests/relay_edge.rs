@@ -2,7 +2,8 @@
 //! root and its edges (`relay.upstreams`), publishers always at the root, subscribers at the
 //! edges verifying every frame end to end (R41): a live stream reaches every subscriber once
 //! and byte for byte while the root delivers once per edge; a spectator-jam's roster comes
-//! first at an edge (R22) and a revoked publisher reaches no edge subscriber (R24); EOS ends
+//! first at an edge (R22), a revoked publisher reaches no edge subscriber (R24) and a
+//! spectator at an edge that a roster names is closed after it; EOS ends
 //! the edges' streams (R21); history is served to late joiners at an edge from one upstream
 //! Join (D11); a tree of depth 2 delivers; loops are refused (at start for a broker naming
 //! itself, by the relay path for A ⇄ B); a restarted root and a killed edge are survived.
@@ -236,6 +237,38 @@ fn revoke_then_check_the_edges(
         expect_data(view, got, &admin, 0, b"after");
         expect_nothing(session);
     }
+}
+
+#[test]
+fn a_spectator_at_an_edge_that_a_later_roster_names_is_closed_after_that_roster() {
+    let root = relay::root(&[]);
+    let edge = relay::edge(&[root.listen()], &[]);
+    let (admin, named) = (key(1), key(3));
+    let spec = explicit(9, &admin.address(), false);
+    let mut admin_session = root.join(&spec, &admin.address());
+    let mut admin_publisher = publisher(&spec, &admin, &admin_session);
+    let mut to_be_named = edge.join(&spec, &named.address());
+    let mut bystander = edge.join(&spec, &spectator(10));
+    edge.wait_gauge("bps_relay_upstreams_attached", 1);
+    admin_publisher
+        .enqueue_roster(&[named.address()])
+        .expect("a roster");
+    let naming = body_of(
+        &flush(&mut admin_publisher, &mut admin_session)
+            .pop()
+            .expect("the claim and the roster")
+            .signed
+            .frame,
+    );
+    let (end, frames) = expect_end(&mut to_be_named);
+    assert_eq!(frames, vec![naming.clone()], "the roster, then the close");
+    assert_eq!(
+        end,
+        End::Eof,
+        "a graceful close: it may publish at the root"
+    );
+    assert_eq!(recv(&mut bystander), naming);
+    expect_nothing(&mut bystander);
 }
 
 #[test]
@@ -596,7 +629,7 @@ fn client_sub(targets: Vec<String>, spec: Spec, addr: Address) -> Lines {
         network_id: 1,
         session: support::session_config(),
         reconnect: true,
-        timeout: Some(Duration::from_secs(40)),
+        timeout: Some(Duration::from_secs(20)),
     };
     let options = SubOptions {
         spec,
@@ -609,7 +642,7 @@ fn client_sub(targets: Vec<String>, spec: Spec, addr: Address) -> Lines {
             out: sink,
             err: std::io::sink(),
         };
-        // Ends at its timeout, after the test.
+        // Ends at its first line after the test dropped the receiver, or at its timeout.
         let _ = run_sub(&connection, &options, &mut output);
     });
     lines

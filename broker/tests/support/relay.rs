@@ -185,8 +185,10 @@ impl Write for LineSink {
         while let Some(end) = self.pending.iter().position(|byte| *byte == b'\n') {
             let line: Vec<u8> = self.pending.drain(..=end).collect();
             let text = String::from_utf8_lossy(&line[..end]).into_owned();
-            // The test may have stopped listening; the client then writes into nothing.
-            let _ = self.lines.send((Instant::now(), text));
+            // A test that stopped listening ends the client's run as a closed stdout would.
+            if self.lines.send((Instant::now(), text)).is_err() {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
         }
         Ok(bytes.len())
     }
