@@ -3,10 +3,11 @@
 //! edges verifying every frame end to end (R41): a live stream reaches every subscriber once
 //! and byte for byte while the root delivers once per edge; a spectator-jam's roster comes
 //! first at an edge (R22), a revoked publisher reaches no edge subscriber (R24) and a
-//! spectator at an edge that a roster names is closed after it; EOS ends
-//! the edges' streams (R21); history is served to late joiners at an edge from one upstream
-//! Join (D11); a tree of depth 2 delivers; loops are refused (at start for a broker naming
-//! itself, by the relay path for A ⇄ B); a restarted root and a killed edge are survived.
+//! spectator at an edge that a roster names is closed after it; EOS ends the edges' streams
+//! (R21); history is served to late joiners at an edge from one upstream Join (D11); an
+//! emptied edge cohort keeps its upstream for the linger; a tree of depth 2 delivers; loops
+//! are refused (at start for a broker naming itself, by the relay path for A ⇄ B); a
+//! restarted root and a killed edge are survived.
 
 mod support;
 
@@ -412,6 +413,45 @@ fn a_tree_of_depth_two_delivers_every_frame_to_the_second_edge() {
     // edge1 delivers only to edge2's upstream stream; the root only to edge1's.
     edge1.assert_metrics(&[("bps_deliveries_total", 100)]);
     root.assert_metrics(&[("bps_deliveries_total", 100)]);
+}
+
+#[test]
+fn an_emptied_edge_cohort_keeps_its_upstream_for_the_linger_then_closes_it() {
+    let linger = Duration::from_millis(1500);
+    let root = relay::root(&[]);
+    let linger_set = format!("relay.upstream_linger_ms={}", linger.as_millis());
+    let edge = relay::edge(&[root.listen()], &[&linger_set]);
+    let admin = key(1);
+    let spec = explicit(10, &admin.address(), false);
+    let mut admin_session = root.join(&spec, &admin.address());
+    let mut admin_publisher = publisher(&spec, &admin, &admin_session);
+    drop(edge.join(&spec, &spectator(10)));
+    edge.wait_gauge("bps_relay_upstreams_attached", 1);
+    let left_at = Instant::now();
+    // Within the linger a new subscriber rides the same upstream.
+    let mut again = edge.join(&spec, &spectator(11));
+    let messages = payloads("again", 2);
+    let sent = bodies(&publish(
+        &mut admin_publisher,
+        &mut admin_session,
+        &slices(&messages),
+    ));
+    let mut view = Subscriber::new(spec);
+    let got = receive_data(&mut again, &mut view, &admin.address(), 0, &messages);
+    assert_eq!(got, sent);
+    assert!(left_at.elapsed() < linger, "the test outran the linger");
+    edge.assert_metrics(&[("bps_relay_upstream_joins_total", 1)]);
+    drop(again);
+    let emptied_at = Instant::now();
+    edge.wait_gauge("bps_relay_upstreams_attached", 0);
+    assert!(
+        emptied_at.elapsed() >= linger,
+        "closed {:?} after the cohort emptied, before the linger",
+        emptied_at.elapsed()
+    );
+    edge.wait_gauge("bps_cohorts_live", 0);
+    // The root sees the edge's connection go: only the admin's is left.
+    root.wait_gauge("bps_connections_open", 1);
 }
 
 #[test]
