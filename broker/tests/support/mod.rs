@@ -32,6 +32,7 @@ use bps_verify::SigningKey;
 use bytes::{Bytes, BytesMut};
 
 pub mod cli;
+pub mod relay;
 pub mod ws;
 
 /// Upper bound for anything that must happen (a frame arriving, a counter moving, a close).
