@@ -41,22 +41,39 @@ fn a_publisher_at_an_edge_signs_under_the_roots_challenge_and_reaches_everyone()
 
     let mut session = edge.join(&spec, &admin.address());
     let mut admin_publisher = publisher(&spec, &admin, &session);
-    let sent = bodies(&publish(&mut admin_publisher, &mut session, &[b"one", b"two"]));
-    for (session, verifier) in [(&mut at_edge, &mut verify_edge), (&mut at_root, &mut verify_root)] {
+    let sent = bodies(&publish(
+        &mut admin_publisher,
+        &mut session,
+        &[b"one", b"two"],
+    ));
+    for (session, verifier) in [
+        (&mut at_edge, &mut verify_edge),
+        (&mut at_root, &mut verify_root),
+    ] {
         expect_frames(session, &sent);
         for (index, (body, payload)) in sent.iter().zip([&b"one"[..], b"two"]).enumerate() {
-            expect_data(verifier, body.clone(), &admin.address(), index as u64, payload);
+            expect_data(
+                verifier,
+                body.clone(),
+                &admin.address(),
+                index as u64,
+                payload,
+            );
         }
     }
     // The root verified the claim and both frames against the challenge it gave the stream:
     // it saw three Joins (the edge's upstream, its own subscriber, the spliced admin).
     root.assert_metrics(&[("bps_joins_ok_total", 3), ("bps_accepted_data_total", 2)]);
-    edge.assert_metrics(&[("bps_relay_splices_total", 1), ("bps_relay_splices_open", 1)]);
-    // A frame under another challenge is the root's to drop (R15).
+    edge.assert_metrics(&[
+        ("bps_relay_splices_total", 1),
+        ("bps_relay_splices_open", 1),
+    ]);
+    // Frames under another challenge are the root's to drop (R15): a fresh publisher's
+    // claim and its DATA.
     let mut stranger = publisher(&spec, &admin, &session);
     stranger.begin_session([0x77; 32]);
     publish(&mut stranger, &mut session, &[b"stale"]);
-    root.wait_metric("bps_wrong_challenge_total", 1);
+    root.wait_metric("bps_wrong_challenge_total", 2);
     drop(session);
     edge.wait_gauge("bps_relay_splices_open", 0);
 }
@@ -76,7 +93,11 @@ fn an_all_group_chat_works_with_members_at_the_root_and_at_two_edges() {
     let mut said = Vec::new();
     for (member, session) in members.iter().zip(sessions.iter_mut()) {
         let mut writer = publisher(&spec, member, session);
-        said.push(bodies(&publish(&mut writer, session, &[member.address().as_slice()])));
+        said.push(bodies(&publish(
+            &mut writer,
+            session,
+            &[member.address().as_slice()],
+        )));
     }
     // Each member gets every other member's message, verified end to end, and never its own
     // (R25): the root fans out to the spliced streams as to its own.
@@ -138,6 +159,10 @@ fn a_spectator_a_roster_names_at_an_edge_is_ended_and_its_rejoin_is_spliced() {
     // Its rejoin at the edge is spliced: it claims and publishes under the root's challenge.
     let mut rejoined = edge.join(&spec, &named.address());
     let mut writer = publisher(&spec, &named, &rejoined);
+    // R22, R23: the root gives the pending stream the roster naming it at once, through the
+    // splice, and only then may it claim.
+    let granted = expect_roster(&mut Subscriber::new(spec), recv(&mut rejoined));
+    writer.on_roster(&granted);
     let sent = bodies(&publish(&mut writer, &mut rejoined, &[b"granted"]));
     let body = recv(&mut watcher);
     assert_eq!(body, sent[0]);
