@@ -63,6 +63,8 @@ pub enum Counter {
     /// Edge mode: a frame from the root that a subscriber drops (R41): undecodable, an AUTH,
     /// a wrong id, an invalid SOC, or an owner the cohort does not admit.
     UpstreamInvalid,
+    /// Edge mode: Joins REJECTED because their relay path holds this broker (a loop).
+    RelayLoopsRefused,
     /// R29: publisher streams reset because a newer one of the same address claimed.
     Superseded,
     /// R39: blocklist entries issued.
@@ -92,7 +94,7 @@ pub enum Counter {
 
 impl Counter {
     /// Every counter, in export order.
-    pub const ALL: [Counter; 33] = [
+    pub const ALL: [Counter; 34] = [
         Counter::WrongStream,
         Counter::UnknownKind,
         Counter::WrongChallenge,
@@ -115,6 +117,7 @@ impl Counter {
         Counter::DropRevokedInGrace,
         Counter::DropStreamGone,
         Counter::UpstreamInvalid,
+        Counter::RelayLoopsRefused,
         Counter::Superseded,
         Counter::Blocklisted,
         Counter::VerifyRequests,
@@ -154,6 +157,7 @@ impl Counter {
             Counter::DropRevokedInGrace => "drop_revoked_in_grace",
             Counter::DropStreamGone => "drop_stream_gone",
             Counter::UpstreamInvalid => "upstream_invalid",
+            Counter::RelayLoopsRefused => "relay_loops_refused",
             Counter::Superseded => "superseded",
             Counter::Blocklisted => "blocklisted",
             Counter::VerifyRequests => "verify_requests",

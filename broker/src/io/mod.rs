@@ -49,8 +49,10 @@ mod p2p;
 pub mod port;
 mod read_buffer;
 mod receivers;
+mod root_join;
 mod router;
 mod shard;
+mod splice;
 mod tcp;
 mod thread_cpu;
 mod upstream;
@@ -110,7 +112,7 @@ pub struct Settings {
     /// Owners whose key an inline verifier keeps.
     pub key_cache_keys_max: usize,
     pub ws: ws::WsSettings,
-    pub relay: upstream::RelaySettings,
+    pub relay: root_join::RelaySettings,
 }
 
 impl Settings {
@@ -133,7 +135,7 @@ impl Settings {
             verify_batch_jobs_max: config.verify.batch_jobs_max,
             key_cache_keys_max: config.verify.key_cache_keys_max,
             ws: ws::WsSettings::of(&config.ws, statics),
-            relay: upstream::RelaySettings {
+            relay: root_join::RelaySettings {
                 upstreams: config.relay.upstreams.clone().into(),
                 connect_timeout_ms: config.relay.connect_timeout_ms,
                 reconnect_backoff_min_ms: config.relay.reconnect_backoff_min_ms,

@@ -248,6 +248,9 @@ fn protocol_help(name: &str) -> &'static str {
             "Edge mode: frames from the root a subscriber drops (R41: undecodable, AUTH, wrong id, invalid SOC, owner not admitted)."
         }
         "superseded" => "Publisher streams reset by a newer claim of the same address (R29).",
+        "relay_loops_refused" => {
+            "Edge mode: Joins REJECTED because their relay path holds this broker: a loop of edges (docs/SCALING.md)."
+        }
         "blocklisted" => "Blocklist entries issued (R39).",
         "verify_requests" => "Verification jobs issued by the protocol core.",
         "cursor_evictions" => {

@@ -62,6 +62,7 @@ impl Machine {
         };
         let path = relay_path_of(join.body()).map_err(RejectCause::RelayPath)?;
         if path.contains(&edge.relay_id) {
+            self.out.registry.add_total(Counter::RelayLoopsRefused, 1);
             return Err(RejectCause::RelayLoop);
         }
         let splice = !arrival.anonymous && self.may_publish(valid);

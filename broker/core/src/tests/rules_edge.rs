@@ -709,6 +709,7 @@ fn a_join_whose_relay_path_holds_this_edge_or_is_malformed_is_rejected() {
     );
     assert_eq!(rig.machine.cohort_count(), 0);
     assert_eq!(rig.count(Counter::JoinsRejected), 3);
+    assert_eq!(rig.count(Counter::RelayLoopsRefused), 1);
     // The longest path that is not a loop is served.
     let deepest = encode_relayed_join(&join, &[BELOW; RELAY_PATH_LEN_MAX]);
     let actions = rig.join_raw(peer(1), sid(4), body_of(&deepest));

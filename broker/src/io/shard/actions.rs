@@ -19,7 +19,7 @@ use crate::io::outgoing::Outgoing;
 use crate::io::port::{Closing, Port};
 use crate::io::receivers;
 use crate::io::router::OwnerMsg;
-use crate::io::upstream;
+use crate::io::splice;
 use crate::protocol::{
     Action, ChunkFacts, CloseReason, CoreId, Delivered, StreamId, Targets, WriteNotice,
 };
@@ -73,7 +73,7 @@ impl Shard {
                     key,
                     join,
                     path,
-                } => upstream::splice(&self.link, stream, (&key, &join), path),
+                } => splice::splice(&self.link, stream, (&key, &join), path),
                 Action::ArmTimer { at } => {
                     if self
                         .machine_deadline
