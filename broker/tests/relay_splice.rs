@@ -10,18 +10,17 @@ use bps_client::subscriber::{Event, Subscriber};
 use bps_proto::{Address, Spec};
 use support::{
     Broker, bodies, expect_closed, expect_data, expect_frames, expect_roster, explicit, group, key,
-    publish, publisher, recv,
+    publish, publisher, recv, relay,
 };
 
-/// A root that trusts its edges: on loopback every edge's streams come from 127.0.0.1.
+/// A root of a test tree (`support::relay::TREE`: it trusts loopback as its edges).
 fn root() -> Broker {
-    Broker::start(&["limits.trusted_relays=127.0.0.1"])
+    relay::root(&[])
 }
 
 /// An edge whose upstream is `root`.
 fn edge_of(root: &Broker) -> Broker {
-    let upstreams = format!("relay.upstreams=[\"{}\"]", root.target());
-    Broker::start(&[upstreams.as_str(), "limits.trusted_relays=127.0.0.1"])
+    relay::edge(&[root.listen()], &[])
 }
 
 /// A subscriber of `spec` at `broker` under `addr`, with its verifier.

@@ -57,7 +57,22 @@ pub struct Options<'a> {
     pub watchdog_pid: bool,
     /// One core instead of two (a test that needs every stream on the cohort's home core).
     pub one_core: bool,
+    /// Listen here instead of on a free port of 127.0.0.1 (a port chosen before the broker
+    /// runs: a loop of edges needs both ports first, a restarted root keeps its own).
+    pub listen: Option<SocketAddr>,
 }
+
+/// How a broker started by [`Broker::try_start`] failed to listen.
+#[derive(Debug)]
+pub struct Refused {
+    /// Its exit status, if it exited within the start-up wait.
+    pub status: Option<ExitStatus>,
+    /// What it wrote on stderr.
+    pub log: String,
+}
+
+/// What the listening line names: the BPS, admin and WebSocket addresses.
+type Listening = (SocketAddr, SocketAddr, Option<SocketAddr>);
 
 /// The running broker process. Killed (and reaped) when dropped.
 pub struct Broker {
@@ -84,8 +99,20 @@ impl Broker {
         })
     }
 
-    /// Starts `bps-broker` as `options` say.
+    /// Starts `bps-broker` as `options` say; it must print its listening line.
     pub fn start_options(options: &Options<'_>) -> Broker {
+        match Broker::try_start(options) {
+            Ok(broker) => broker,
+            Err(refused) => panic!(
+                "bps-broker printed no listening line within {START_WAIT:?}; exit: {:?}\n{}",
+                refused.status, refused.log
+            ),
+        }
+    }
+
+    /// Starts `bps-broker` as `options` say: the broker once it listens, or how it failed
+    /// (it exited, or printed no listening line within the start-up wait).
+    pub fn try_start(options: &Options<'_>) -> Result<Broker, Refused> {
         let binary = env!("CARGO_BIN_EXE_bps-broker");
         let mut command = if options.watchdog_pid {
             // systemd names the watched process in WATCHDOG_PID: a shell that execs the
@@ -102,9 +129,13 @@ impl Broker {
             command.env(name, value);
         }
         let sets = options.sets;
+        let listen = options
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
+            .to_string();
         command.args([
             "--listen",
-            "127.0.0.1:0",
+            &listen,
             "--admin-listen",
             "127.0.0.1:0",
             "--ws-listen",
@@ -156,19 +187,39 @@ impl Broker {
             ws: None,
             log,
         };
-        match line_rx.recv_timeout(START_WAIT) {
-            Ok((listen, admin, ws)) => {
-                broker.listen = listen;
-                broker.admin = admin;
-                broker.ws = ws;
+        broker.await_listening(&line_rx)?;
+        Ok(broker)
+    }
+
+    /// Waits for the listening line the stderr reader passes on, and takes its addresses.
+    fn await_listening(&mut self, lines: &mpsc::Receiver<Listening>) -> Result<(), Refused> {
+        let deadline = Instant::now() + START_WAIT;
+        loop {
+            match lines.recv_timeout(Duration::from_millis(20)) {
+                Ok((listen, admin, ws)) => {
+                    (self.listen, self.admin, self.ws) = (listen, admin, ws);
+                    return Ok(());
+                }
+                // Still starting.
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let status = self.try_exit();
+                    return Err(Refused {
+                        status,
+                        log: self.log(),
+                    });
+                }
+                // Its stderr closed without a listening line: it is exiting, and the reader
+                // has kept every line.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = self.wait_exit(START_WAIT);
+                    return Err(Refused {
+                        status,
+                        log: self.log(),
+                    });
+                }
             }
-            Err(_) => panic!(
-                "bps-broker printed no listening line within {START_WAIT:?}; exit: {:?}\n{}",
-                broker.try_exit(),
-                broker.log()
-            ),
         }
-        broker
     }
 
     /// The BPS address.
@@ -369,7 +420,7 @@ impl Drop for Broker {
 }
 
 /// `listen=IP:PORT admin=IP:PORT ws=IP:PORT|off` from the broker's listening line.
-fn parse_listening(line: &str) -> Option<(SocketAddr, SocketAddr, Option<SocketAddr>)> {
+fn parse_listening(line: &str) -> Option<Listening> {
     let rest = line.strip_prefix("bps-broker listening ")?;
     let mut listen = None;
     let mut admin = None;

@@ -6,22 +6,19 @@
 //!
 //! Owns: [`TREE`] (the settings every broker of a test tree gets), [`upstreams`],
 //! [`free_port`], [`launch`] (a [`Broker`] on a given listen address, or how its start
-//! failed) and [`LineSink`].
+//! failed: [`Broker::try_start`]) and [`LineSink`].
 //!
 //! Never: asserts what a tree delivers (the tests do) or reaches into a broker: as in the
 //! rest of the support module, everything goes through the wire and `/metrics`.
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
-use std::thread;
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{Broker, START_WAIT, parse_listening};
+use super::{Broker, Options, Refused};
 
 /// Settings of every broker in a test tree: all the test's clients and edges come from
 /// 127.0.0.1, so a root trusts loopback as its edges (docs/SCALING.md, "Trusted relays") and
@@ -69,93 +66,16 @@ pub fn free_port() -> SocketAddr {
     listener.local_addr().expect("its address")
 }
 
-/// How a broker started by [`launch`] failed to listen.
-#[derive(Debug)]
-pub struct Refused {
-    /// Its exit status, if it exited within the start-up wait.
-    pub status: Option<ExitStatus>,
-    /// What it wrote on stderr.
-    pub log: String,
-}
-
 /// Starts `bps-broker` listening on `listen` (admin and WebSocket listeners on free ports,
 /// one core) with `sets`; `Err` if it exits, or prints no listening line in time.
 pub fn launch(listen: SocketAddr, sets: &[String]) -> Result<Broker, Refused> {
-    let listen_arg = listen.to_string();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_bps-broker"));
-    command.env_remove("RUST_LOG").args([
-        "--listen",
-        &listen_arg,
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--ws-listen",
-        "127.0.0.1:0",
-        "--cores",
-        "1",
-    ]);
-    for set in sets {
-        command.args(["--set", set]);
-    }
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn bps-broker");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let log = Arc::new(Mutex::new(String::new()));
-    let (line_tx, line_rx) = mpsc::channel();
-    {
-        let log = Arc::clone(&log);
-        // Reads until the end, so the broker never blocks on a full pipe.
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let listening = parse_listening(&line);
-                let mut log = log.lock().unwrap_or_else(|poison| poison.into_inner());
-                log.push_str(&line);
-                log.push('\n');
-                drop(log);
-                if let Some(addrs) = listening {
-                    let _ = line_tx.send(addrs);
-                }
-            }
-        });
-    }
-    let mut broker = Broker {
-        child: Some(child),
-        listen,
-        admin: listen,
-        ws: None,
-        log,
-    };
-    let deadline = Instant::now() + START_WAIT;
-    loop {
-        match line_rx.recv_timeout(Duration::from_millis(20)) {
-            Ok((listen, admin, ws)) => {
-                broker.listen = listen;
-                broker.admin = admin;
-                broker.ws = ws;
-                return Ok(broker);
-            }
-            // Still starting.
-            Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
-            Err(RecvTimeoutError::Timeout) => {
-                return Err(Refused {
-                    status: broker.try_exit(),
-                    log: broker.log(),
-                });
-            }
-            // Its stderr closed without a listening line: it is exiting, and the reader has
-            // logged every line.
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(Refused {
-                    status: broker.wait_exit(START_WAIT),
-                    log: broker.log(),
-                });
-            }
-        }
-    }
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    Broker::try_start(&Options {
+        sets: &sets,
+        listen: Some(listen),
+        one_core: true,
+        ..Options::default()
+    })
 }
 
 /// A `Write` that sends each complete line, with when it was written, to a channel: the
