@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use crate::shape::{ShapeError, check_implicit};
 use crate::signer::CompressedKey;
-use crate::soc::{SocError, SocRef};
+use crate::soc::{Recovered, SocError, SocRef};
 use crate::wire::{Address, Binding, Hash, soc_address};
 
 /// What the chunk must be.
@@ -60,6 +60,19 @@ pub struct Verified {
     /// The signer's key, compressed: what the bridge's `recoveredPubKey` field carries
     /// (docs/PROTOCOL.md W6), known here for free because verification recovered or looked it up.
     pub public_key: CompressedKey,
+}
+
+impl Verified {
+    /// What a recovery established, deduplicated on `dedup_key`.
+    pub(crate) fn of(recovered: &Recovered, dedup_key: Hash) -> Verified {
+        Verified {
+            owner: recovered.owner,
+            address: recovered.address,
+            dedup_key,
+            wrapped: recovered.cac_address,
+            public_key: recovered.public_key,
+        }
+    }
 }
 
 /// Why a chunk failed (always an `invalid_soc` violation for the broker, R17).
@@ -109,23 +122,11 @@ pub fn verify(request: &VerifyRequest) -> Result<Verified, VerifyError> {
         Expect::At { owner } => {
             let expected = soc_address(soc.id, owner);
             let recovered = crate::soc::validate_parsed_at(&soc, &expected)?;
-            Ok(Verified {
-                owner: recovered.owner,
-                address: recovered.address,
-                dedup_key: recovered.address,
-                wrapped: recovered.cac_address,
-                public_key: recovered.public_key,
-            })
+            Ok(Verified::of(&recovered, recovered.address))
         }
         Expect::Recover => {
             let recovered = crate::soc::validate_parsed(&soc)?;
-            Ok(Verified {
-                owner: recovered.owner,
-                address: recovered.address,
-                dedup_key: recovered.address,
-                wrapped: recovered.cac_address,
-                public_key: recovered.public_key,
-            })
+            Ok(Verified::of(&recovered, recovered.address))
         }
         Expect::Implicit {
             binding,
@@ -134,13 +135,7 @@ pub fn verify(request: &VerifyRequest) -> Result<Verified, VerifyError> {
         } => {
             let recovered = crate::soc::validate_parsed(&soc)?;
             let dedup_key = check_implicit(binding, &topic, index, &recovered)?;
-            Ok(Verified {
-                owner: recovered.owner,
-                address: recovered.address,
-                dedup_key,
-                wrapped: recovered.cac_address,
-                public_key: recovered.public_key,
-            })
+            Ok(Verified::of(&recovered, dedup_key))
         }
     }
 }

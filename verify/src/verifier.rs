@@ -317,13 +317,7 @@ fn recover_at(
     };
     match validate_keyed_at(&soc, candidate.cac_address, &candidate.address) {
         Ok((recovered, public_key)) => (
-            Ok(Verified {
-                owner: recovered.owner,
-                address: recovered.address,
-                dedup_key: recovered.address,
-                wrapped: recovered.cac_address,
-                public_key: recovered.public_key,
-            }),
+            Ok(Verified::of(&recovered, recovered.address)),
             Some(KnownKey::new(&public_key)),
         ),
         Err(error) => (Err(error.into()), None),

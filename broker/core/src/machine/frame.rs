@@ -8,16 +8,18 @@
 //! Never does: change a roster (that is `roster`), decide a violation's penalty (that is
 //! `violation`), or run a deadline.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bps_proto::{Address, Authorship, Binding, Frame, decode_roster};
-use bps_verify::{Verified, VerifyError};
+use bps_verify::{Verified, VerifyError, VerifyRequest};
 
 use super::Machine;
 use super::deadline::clear_claim_deadline;
+use super::outbox::Outbox;
 use super::reclaim::Reclaim;
 use crate::action::{Action, ChunkFacts, Delivered, InvalidSoc, Violation, WrongStream};
-use crate::counters::Counter;
+use crate::counters::{CohortCounters, Counter};
 use crate::ids::{CohortSerial, StreamId, Ticket};
 use crate::stream::{Checked, FrameKind, InFlight, Role};
 use crate::time::Millis;
@@ -100,16 +102,13 @@ impl Machine {
                 self.violate(now, stream_id, violation);
             }
             Verdict::Verify { frame, request } => {
-                let ticket = Ticket(self.next_ticket);
-                self.next_ticket += 1;
-                self.tickets.insert(ticket, stream_id);
+                let jobs = (&mut self.tickets, &mut self.next_ticket);
+                let ticket = issue_job(jobs, &mut self.out, &cohort.counters, (stream_id, request));
                 stream.in_flight.push_back(InFlight {
                     ticket,
                     frame,
                     result: None,
                 });
-                self.out.count(&cohort.counters, Counter::VerifyRequests);
-                self.out.push(Action::Verify { ticket, request });
             }
         }
     }
@@ -361,4 +360,20 @@ impl Machine {
         let addr = stream.addr;
         self.enforce_publisher_streams(serial, &addr);
     }
+}
+
+/// Issues the verification job of a frame read on `stream`: a fresh ticket, kept against the
+/// stream until its result comes, counted and asked for (`Action::Verify`).
+pub(super) fn issue_job(
+    (tickets, next_ticket): (&mut HashMap<Ticket, StreamId>, &mut u64),
+    out: &mut Outbox,
+    counters: &CohortCounters,
+    (stream, request): (StreamId, VerifyRequest),
+) -> Ticket {
+    let ticket = Ticket(*next_ticket);
+    *next_ticket += 1;
+    tickets.insert(ticket, stream);
+    out.count(counters, Counter::VerifyRequests);
+    out.push(Action::Verify { ticket, request });
+    ticket
 }

@@ -20,7 +20,7 @@ use bps_proto::{Address, Authorship, Frame, RelayId, ValidJoin, relay_path_of};
 use bps_verify::{Verified, VerifyError};
 
 use super::Machine;
-use super::frame::Acceptance;
+use super::frame::{Acceptance, issue_job};
 use super::reclaim::Reclaim;
 use crate::action::{Action, CloseReason, RejectCause};
 use crate::arrival::Arrival;
@@ -145,16 +145,13 @@ impl Machine {
                 self.out.count(&cohort.counters, Counter::UpstreamInvalid);
             }
             Verdict::Verify { frame, request } => {
-                let ticket = Ticket(self.next_ticket);
-                self.next_ticket += 1;
-                self.tickets.insert(ticket, stream);
+                let jobs = (&mut self.tickets, &mut self.next_ticket);
+                let ticket = issue_job(jobs, &mut self.out, &cohort.counters, (stream, request));
                 upstream.in_flight.push_back(InFlight {
                     ticket,
                     frame,
                     result: None,
                 });
-                self.out.count(&cohort.counters, Counter::VerifyRequests);
-                self.out.push(Action::Verify { ticket, request });
             }
         }
         true
