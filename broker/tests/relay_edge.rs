@@ -138,7 +138,9 @@ fn a_live_stream_reaches_every_subscriber_once_and_an_edge_gets_the_roots_bytes(
         ("bps_deliveries_total", n * 2),
         ("bps_upstream_invalid_total", 0),
         ("bps_relay_upstream_joins_total", 1),
+        ("bps_relay_upstream_reconnects_total", 0),
         ("bps_relay_upstream_failures_total", 0),
+        ("bps_relay_forwarded_total", n),
     ]);
     edge2.assert_metrics(&[
         ("bps_deliveries_total", n),
@@ -634,7 +636,8 @@ fn edge_subscribers_ride_out_a_root_restart_with_no_duplicate_and_at_most_one_ga
     }
     run.join().expect("the admin's run");
     assert!(
-        edge.metric("bps_relay_upstream_joins_total") >= 2,
+        edge.metric("bps_relay_upstream_joins_total") >= 2
+            && edge.metric("bps_relay_upstream_reconnects_total") >= 1,
         "the edge joined the restarted root\n{}",
         edge.log()
     );

@@ -73,6 +73,8 @@ fn a_publisher_at_an_edge_signs_under_the_roots_challenge_and_reaches_everyone()
     stranger.begin_session([0x77; 32]);
     publish(&mut stranger, &mut session, &[b"stale"]);
     root.wait_metric("bps_wrong_challenge_total", 2);
+    // Everything the admin sent passed the edge: two claims and three DATA.
+    edge.assert_metrics(&[("bps_relay_spliced_frames_total", 5)]);
     drop(session);
     edge.wait_gauge("bps_relay_splices_open", 0);
 }

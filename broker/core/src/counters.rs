@@ -65,6 +65,10 @@ pub enum Counter {
     UpstreamInvalid,
     /// Edge mode: Joins REJECTED because their relay path holds this broker (a loop).
     RelayLoopsRefused,
+    /// Edge mode: frames from the cohort's root accepted and delivered to the edge's streams.
+    RelayForwarded,
+    /// Edge mode: frames passed through spliced streams, both ways.
+    RelaySplicedFrames,
     /// R29: publisher streams reset because a newer one of the same address claimed.
     Superseded,
     /// R39: blocklist entries issued.
@@ -94,7 +98,7 @@ pub enum Counter {
 
 impl Counter {
     /// Every counter, in export order.
-    pub const ALL: [Counter; 34] = [
+    pub const ALL: [Counter; 36] = [
         Counter::WrongStream,
         Counter::UnknownKind,
         Counter::WrongChallenge,
@@ -118,6 +122,8 @@ impl Counter {
         Counter::DropStreamGone,
         Counter::UpstreamInvalid,
         Counter::RelayLoopsRefused,
+        Counter::RelayForwarded,
+        Counter::RelaySplicedFrames,
         Counter::Superseded,
         Counter::Blocklisted,
         Counter::VerifyRequests,
@@ -158,6 +164,8 @@ impl Counter {
             Counter::DropStreamGone => "drop_stream_gone",
             Counter::UpstreamInvalid => "upstream_invalid",
             Counter::RelayLoopsRefused => "relay_loops_refused",
+            Counter::RelayForwarded => "relay_forwarded",
+            Counter::RelaySplicedFrames => "relay_spliced_frames",
             Counter::Superseded => "superseded",
             Counter::Blocklisted => "blocklisted",
             Counter::VerifyRequests => "verify_requests",

@@ -81,6 +81,7 @@ async fn keep(link: Rc<CoreLink>, wanted: Rc<Cell<bool>>, plan: Plan, relay: Rel
     metrics.relay_upstreams_waiting.add(1);
     let mut position = 0;
     let mut attempt = 0u32;
+    let mut joined_before = false;
     while wanted.get() && !link.draining() {
         let target = &plan.ranked[position % plan.ranked.len()];
         let joined = join(target, &plan.join, relay.connect_timeout_ms)
@@ -92,6 +93,10 @@ async fn keep(link: Rc<CoreLink>, wanted: Rc<Cell<bool>>, plan: Plan, relay: Rel
         match joined {
             Ok((stream, root)) if wanted.get() => {
                 attempt = 0;
+                if joined_before {
+                    metrics.relay_upstream_reconnects.inc();
+                }
+                joined_before = true;
                 carry(&link, stream, root, plan.cohort).await;
             }
             Ok(_) => break,

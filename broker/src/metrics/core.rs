@@ -182,6 +182,8 @@ pub struct CoreMetrics {
     pub relay_upstream_joins: Counter,
     /// Edge mode: upstream attempts that failed (connection, timeout, FULL or REJECTED).
     pub relay_upstream_failures: Counter,
+    /// Edge mode: upstream streams joined again for a cohort that had one.
+    pub relay_upstream_reconnects: Counter,
     /// Edge mode: cohorts whose upstream stream is attached.
     pub relay_upstreams_attached: Gauge,
     /// Edge mode: cohorts whose upstream is connecting or backing off.
@@ -246,6 +248,7 @@ impl Default for CoreMetrics {
             ws_spectator_sends: Counter::default(),
             relay_upstream_joins: Counter::default(),
             relay_upstream_failures: Counter::default(),
+            relay_upstream_reconnects: Counter::default(),
             relay_upstreams_attached: Gauge::default(),
             relay_upstreams_waiting: Gauge::default(),
             relay_splices: Counter::default(),

@@ -248,6 +248,12 @@ fn protocol_help(name: &str) -> &'static str {
             "Edge mode: frames from the root a subscriber drops (R41: undecodable, AUTH, wrong id, invalid SOC, owner not admitted)."
         }
         "superseded" => "Publisher streams reset by a newer claim of the same address (R29).",
+        "relay_forwarded" => {
+            "Edge mode: frames from the cohort's root accepted and delivered to the edge's own streams (docs/SCALING.md)."
+        }
+        "relay_spliced_frames" => {
+            "Edge mode: frames passed through spliced streams, both ways (docs/SCALING.md)."
+        }
         "relay_loops_refused" => {
             "Edge mode: Joins REJECTED because their relay path holds this broker: a loop of edges (docs/SCALING.md)."
         }

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use super::Machine;
 use crate::action::{Action, CloseReason, FullCause};
 use crate::arrival::Arrival;
+use crate::counters::Counter;
 use crate::ids::{PeerId, StreamId, WriteNotice};
 
 /// One spliced local stream.
@@ -149,6 +150,7 @@ impl Machine {
             // applies to it as to any receiver.
             self.out.push(send(local, frame.bytes().clone(), None));
             self.out.consumed(stream);
+            self.out.registry.add_total(Counter::RelaySplicedFrames, 1);
             return true;
         }
         let Some(splice) = self.splices.by_local.get_mut(&stream) else {
@@ -163,6 +165,7 @@ impl Machine {
         self.splices.written.insert(notice, stream);
         self.out
             .push(send(upstream, frame.bytes().clone(), Some(notice)));
+        self.out.registry.add_total(Counter::RelaySplicedFrames, 1);
         true
     }
 

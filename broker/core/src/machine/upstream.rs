@@ -202,7 +202,8 @@ impl Machine {
         let counter = match result {
             Err(_) => Some(Counter::UpstreamInvalid),
             Ok(verified) => match self.accept_upstream(now, serial, frame, &verified) {
-                Acceptance::Accepted | Acceptance::Refused => None,
+                Acceptance::Accepted => Some(Counter::RelayForwarded),
+                Acceptance::Refused => None,
                 Acceptance::Retransmit => Some(Counter::Retransmit),
                 Acceptance::Violation(_) => Some(Counter::UpstreamInvalid),
             },

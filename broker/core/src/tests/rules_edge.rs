@@ -202,6 +202,7 @@ fn admin_data_from_upstream_reaches_every_local_stream_byte_for_byte_once() {
     assert_eq!(from_root(&mut rig, &again), vec![consumed(upstream())]);
     assert_eq!(rig.cohort_count(&spec, Counter::Retransmit), 2);
     assert_eq!(rig.cohort_count(&spec, Counter::AcceptedData), 3);
+    assert_eq!(rig.cohort_count(&spec, Counter::RelayForwarded), 3);
     // The next index goes on.
     let next = at_root(key(1), &spec, 10).data(3, b"message 3");
     assert_eq!(

@@ -17,7 +17,8 @@ use super::rules_edge::{
     BELOW, at_root, declared, edge, edge_config, explicit_edge, from_root, rejected,
 };
 use crate::{
-    Action, Arrival, CloseReason, ClosedBy, ProtocolConfig, RejectCause, SpliceOutcome, StreamId,
+    Action, Arrival, CloseReason, ClosedBy, Counter, ProtocolConfig, RejectCause, SpliceOutcome,
+    StreamId,
 };
 
 /// The stream the I/O layer reads a splice's root side on.
@@ -144,6 +145,8 @@ fn the_roots_ack_goes_first_then_frames_pass_both_ways_byte_for_byte() {
         rig.feed(upstream, &roster),
         vec![send(sid(5), &roster), consumed(upstream)]
     );
+    // Three frames passed through, two up and one down.
+    assert_eq!(rig.count(Counter::RelaySplicedFrames), 3);
     // The root ends it: the local stream ends after what is queued for it.
     assert_eq!(
         rig.closed(upstream, ClosedBy::Peer),

@@ -11,7 +11,7 @@ use crate::metrics::{CoreMetrics, Counter, Gauge, Histogram, PerTransport};
 type Family<I> = (&'static str, &'static str, fn(&CoreMetrics) -> &I);
 
 /// The counters with their exported names (without `bps_` and `_total`) and help texts.
-pub(super) const CORE_COUNTERS: [Family<Counter>; 32] = [
+pub(super) const CORE_COUNTERS: [Family<Counter>; 33] = [
     ("connections_accepted", "Connections accepted.", |core| {
         &core.connections_accepted
     }),
@@ -141,6 +141,11 @@ pub(super) const CORE_COUNTERS: [Family<Counter>; 32] = [
         "relay_upstream_failures",
         "Edge mode: upstream attempts that failed: no connection or Ack within relay.connect_timeout_ms, or FULL or REJECTED (a loop of edges is REJECTED).",
         |core| &core.relay_upstream_failures,
+    ),
+    (
+        "relay_upstream_reconnects",
+        "Edge mode: upstream streams joined again for a cohort that had one (after a lost stream or a failed attempt).",
+        |core| &core.relay_upstream_reconnects,
     ),
     (
         "relay_splices",
