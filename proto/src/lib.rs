@@ -45,7 +45,8 @@ pub use placement::{
     BROKER_NAME_BYTES_MAX, PLACEMENT_TAG, PlacementError, broker_name, rank, weight,
 };
 pub use relay_path::{
-    RELAY_ID_BYTES, RELAY_PATH_LEN_MAX, RelayId, RelayPathError, encode_relayed_join, relay_path_of,
+    RELAY_ID_BYTES, RELAY_PATH_LEN_MAX, RelayId, RelayPathError, encode_relayed_ack,
+    encode_relayed_join, relay_id_of_ack, relay_path_of,
 };
 pub use roster::{RosterError, decode_roster, encode_roster};
 pub use spec::{Authorship, Binding, CohortKey, RejectReason, Spec, ValidJoin, validate_join};

@@ -14,7 +14,7 @@
 use bytes::{Bytes, BytesMut};
 use prost::Message;
 
-use crate::pb::{Join, JoinRelay};
+use crate::pb::{Ack, AckRelay, Join, JoinRelay};
 
 /// Size of a relay id: random per broker process, so two brokers never share one.
 pub const RELAY_ID_BYTES: usize = 16;
@@ -92,6 +92,28 @@ pub fn encode_relayed_join(join: &Join, path: &[RelayId]) -> Bytes {
     frame.freeze()
 }
 
+/// A whole Ack frame whose body is `ack` followed by `relay_id` as field 15: an edge's OK
+/// to another edge's Join, naming the answering broker (`relay_id_of_ack`).
+#[must_use]
+pub fn encode_relayed_ack(ack: &Ack, relay_id: &RelayId) -> Bytes {
+    let relay = AckRelay {
+        relay_id: Bytes::copy_from_slice(relay_id),
+    };
+    let body_bytes = ack.encoded_len() + relay.encoded_len();
+    let mut frame = BytesMut::with_capacity(body_bytes + 5);
+    prost::encoding::encode_varint(body_bytes as u64, &mut frame);
+    ack.encode_raw(&mut frame);
+    relay.encode_raw(&mut frame);
+    frame.freeze()
+}
+
+/// The relay id an Ack's body names (`encode_relayed_ack`), if it names a well-formed one.
+#[must_use]
+pub fn relay_id_of_ack(ack_body: Bytes) -> Option<RelayId> {
+    let relay = AckRelay::decode(ack_body).ok()?;
+    RelayId::try_from(relay.relay_id.as_ref()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +145,22 @@ mod tests {
         let valid = validate_join(&decoded).expect("valid");
         assert_eq!(valid.key, spec().key());
         assert_eq!(relay_path_of(body), Ok(path.to_vec()));
+    }
+
+    #[test]
+    fn a_relayed_ack_is_the_same_ack_and_names_its_broker() {
+        let ack = Ack {
+            status: crate::Status::Ok as i32,
+            challenge: Bytes::from_static(&[5; 32]),
+        };
+        let frame = encode_relayed_ack(&ack, &[8; RELAY_ID_BYTES]);
+        let mut buffer = BytesMut::from(frame.as_ref());
+        let body = next_frame(&mut buffer, 4096)
+            .expect("one frame")
+            .expect("whole");
+        assert_eq!(crate::decode_ack(body.clone()), Ok(ack.clone()));
+        assert_eq!(relay_id_of_ack(body), Some([8; RELAY_ID_BYTES]));
+        assert_eq!(relay_id_of_ack(Bytes::from(ack.encode_to_vec())), None);
     }
 
     #[test]

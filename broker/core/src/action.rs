@@ -163,6 +163,9 @@ pub enum CloseReason {
     RootRefused,
     /// Edge mode: no broker of the list answered a spliced stream's Join in time.
     RootUnreachable,
+    /// Edge mode: another edge's upstream stream whose relay path holds the edge this
+    /// cohort's own upstream reached: the two edges feed each other.
+    RelayLoop,
 }
 
 impl CloseReason {
@@ -185,7 +188,8 @@ impl CloseReason {
             | CloseReason::Inactive
             | CloseReason::DropRate
             | CloseReason::UpstreamUnwanted
-            | CloseReason::RootUnreachable => false,
+            | CloseReason::RootUnreachable
+            | CloseReason::RelayLoop => false,
         }
     }
 }
@@ -216,6 +220,7 @@ impl fmt::Display for CloseReason {
             CloseReason::RootUnreachable => {
                 f.write_str("no broker of relay.upstreams answered the Join in time")
             }
+            CloseReason::RelayLoop => f.write_str("the relay path returns to this broker's root"),
         }
     }
 }

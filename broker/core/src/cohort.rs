@@ -11,7 +11,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
-use bps_proto::{Address, Authorship, CohortKey, Spec};
+use bps_proto::{Address, Authorship, CohortKey, RelayId, Spec};
 
 use super::action::Delivered;
 use super::config::ProtocolConfig;
@@ -45,6 +45,8 @@ pub(crate) struct Cohort {
     pub linger_timer: Option<Millis>,
     /// Edge mode: the upstream stream, while the I/O layer has one attached.
     pub upstream: Option<StreamId>,
+    /// Edge mode: the relay id of the edge that stream reached, when it named itself.
+    pub upstream_root: Option<RelayId>,
     pub members: BTreeSet<StreamId>,
     pub fanout: FanOut,
     pub streams_by_addr: HashMap<Address, Vec<StreamId>>,
@@ -93,6 +95,7 @@ impl Cohort {
             idle_timer: None,
             linger_timer: None,
             upstream: None,
+            upstream_root: None,
             members: BTreeSet::new(),
             fanout: FanOut::default(),
             streams_by_addr: HashMap::new(),

@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use bps_proto::{Address, Frame, Hash, Kind};
+use bps_proto::{Address, Frame, Hash, Kind, RelayId};
 use bps_verify::{Verified, VerifyError};
 use bytes::Bytes;
 use serde::Serialize;
@@ -181,6 +181,9 @@ pub(crate) struct Stream {
     pub backlog: VecDeque<Frame>,
     /// Frames dropped without penalty in the current window (R15, R16).
     pub drops: DropWindow,
+    /// Edge mode: the relay path its Join carried (another edge's upstream stream), empty
+    /// for every other stream.
+    pub relay_path: Vec<RelayId>,
 }
 
 impl Stream {

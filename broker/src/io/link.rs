@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
-use bps_proto::{CohortKey, Frame, FrameError, Hash};
+use bps_proto::{CohortKey, Frame, FrameError, Hash, RelayId};
 use bps_verify::fair::FairQueue;
 
 use super::Shared;
@@ -286,16 +286,17 @@ impl CoreLink {
         Ok(self.open_port(PeerId::of(ip), Transport::Tcp, false))
     }
 
-    /// Edge mode: the root answered the upstream Join on `port` OK; its frames go to this
-    /// core's machine as the upstream stream of the cohort `cohort` (homed here: the cohort's
-    /// home core opened it).
-    pub fn attach_upstream(&self, port: &Port, cohort: CohortSerial) {
+    /// Edge mode: the root answered the upstream Join on `port` OK (naming itself as `root`
+    /// if it is an edge); its frames go to this core's machine as the upstream stream of the
+    /// cohort `cohort` (homed here: the cohort's home core opened it).
+    pub fn attach_upstream(&self, port: &Port, cohort: CohortSerial, root: Option<RelayId>) {
         port.set_home(self.core);
         self.router.to_home(
             self.core,
             HomeMsg::Upstream {
                 stream: port.id,
                 cohort,
+                root,
             },
         );
     }

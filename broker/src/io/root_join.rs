@@ -10,7 +10,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use bps_proto::{CohortKey, Status, decode_ack, rank};
+use bps_proto::{CohortKey, RelayId, Status, decode_ack, rank, relay_id_of_ack};
 use bytes::Bytes;
 use monoio::io::{AsyncReadRentExt, AsyncWriteRentExt};
 use monoio::net::TcpStream;
@@ -55,6 +55,8 @@ pub enum Failure {
 pub struct Answer {
     pub status: Status,
     pub frame: Bytes,
+    /// The relay id an OK names: the root is itself an edge (docs/PROTOCOL.md §10).
+    pub relay_id: Option<RelayId>,
 }
 
 impl std::fmt::Display for Failure {
@@ -108,8 +110,13 @@ async fn read_ack(stream: &mut TcpStream) -> Result<Answer, Failure> {
     frame.extend_from_slice(&body);
     let frame = Bytes::from(frame);
     let ack = decode_ack(frame.slice(1..)).map_err(|_| Failure::Malformed)?;
+    let relay_id = relay_id_of_ack(frame.slice(1..));
     match Status::try_from(ack.status) {
         Ok(Status::Unspecified) | Err(_) => Err(Failure::Malformed),
-        Ok(status) => Ok(Answer { status, frame }),
+        Ok(status) => Ok(Answer {
+            status,
+            frame,
+            relay_id,
+        }),
     }
 }

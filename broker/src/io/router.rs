@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use bps_proto::{CohortKey, Frame, Hash};
+use bps_proto::{CohortKey, Frame, Hash, RelayId};
 use bps_verify::pool::Done;
 use bytes::Bytes;
 use crossbeam::queue::SegQueue;
@@ -109,10 +109,12 @@ pub enum HomeMsg {
         stream: StreamId,
         notice: WriteNotice,
     },
-    /// Edge mode: `stream` is the cohort `cohort`'s upstream stream, joined OK at the root.
+    /// Edge mode: `stream` is the cohort `cohort`'s upstream stream, joined OK at the root
+    /// (`root`: the relay id its Ack named).
     Upstream {
         stream: StreamId,
         cohort: CohortSerial,
+        root: Option<RelayId>,
     },
     /// Edge mode: the root's answer to the spliced stream `stream`'s Join.
     Spliced {

@@ -87,7 +87,7 @@ async fn keep(link: Rc<CoreLink>, wanted: Rc<Cell<bool>>, plan: Plan, relay: Rel
         let joined = join(target, &plan.join, relay.connect_timeout_ms)
             .await
             .and_then(|(stream, root, answer)| match answer.status {
-                Status::Ok => Ok((stream, root)),
+                Status::Ok => Ok((stream, (root, answer.relay_id))),
                 status => Err(Failure::Refused(status)),
             });
         match joined {
@@ -117,15 +117,21 @@ async fn keep(link: Rc<CoreLink>, wanted: Rc<Cell<bool>>, plan: Plan, relay: Rel
     metrics.relay_upstreams_waiting.sub(1);
 }
 
-/// One upstream stream from the Ack to its end, read by the TCP carrier.
-async fn carry(link: &Rc<CoreLink>, stream: TcpStream, root: IpAddr, cohort: CohortSerial) {
+/// One upstream stream from the Ack to its end, read by the TCP carrier; `root` is where it
+/// goes, with the relay id the Ack named.
+async fn carry(
+    link: &Rc<CoreLink>,
+    stream: TcpStream,
+    (root, relay_id): (IpAddr, Option<RelayId>),
+    cohort: CohortSerial,
+) {
     let metrics = link.metrics();
     metrics.relay_upstream_joins.inc();
     let Ok(port) = link.admit_upstream(root) else {
         return;
     };
     carrier::configure(&stream, link.settings());
-    link.attach_upstream(&port, cohort);
+    link.attach_upstream(&port, cohort, relay_id);
     metrics.relay_upstreams_waiting.sub(1);
     metrics.relay_upstreams_attached.add(1);
     tcp::run(Rc::clone(link), port, stream).await;

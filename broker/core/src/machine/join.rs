@@ -10,7 +10,8 @@
 use std::sync::Arc;
 
 use bps_proto::{
-    Ack, Address, Frame, Hash, Status, ValidJoin, decode_join, encode_frame, validate_join,
+    Ack, Address, Frame, Hash, RelayId, Status, ValidJoin, decode_join, encode_frame,
+    encode_relayed_ack, validate_join,
 };
 use bytes::Bytes;
 use rand::RngCore;
@@ -59,13 +60,13 @@ impl Machine {
             },
             None => match self.create_cohort(now, arrival, &valid) {
                 Ok(serial) => {
-                    self.want_upstream(serial, path);
+                    self.want_upstream(serial, path.clone());
                     serial
                 }
                 Err(cause) => return self.refuse(stream_id, None, CloseReason::Full(cause)),
             },
         };
-        self.attach(now, arrival, stream_id, serial, valid.addr);
+        self.attach(now, arrival, stream_id, serial, (valid.addr, path));
     }
 
     /// R3: a Join this broker takes, or why it is REJECTED: undecodable, invalid (R1), with
@@ -209,19 +210,21 @@ impl Machine {
         self.out.push(Action::Close { stream, reason });
     }
 
-    /// Answers OK with a fresh challenge (R4) and attaches the stream in its initial role.
+    /// Answers OK with a fresh challenge (R4) and attaches the stream in its initial role,
+    /// with the relay path its Join carried (edge mode).
     pub(super) fn attach(
         &mut self,
         now: Millis,
         arrival: Arrival,
         stream_id: StreamId,
         serial: CohortSerial,
-        addr: Address,
+        (addr, relay_path): (Address, Vec<RelayId>),
     ) {
-        let challenge = self.answer_ok(stream_id);
+        let challenge = self.answer_ok(stream_id, !relay_path.is_empty());
         let cohort = self.cohorts.live_mut(serial);
         let role = initial_role(cohort, arrival, &addr);
         let mut stream = joined_stream(now, arrival, serial, addr, challenge, role);
+        stream.relay_path = relay_path;
         cohort.attach(stream_id, &stream);
         self.unsettled.push(serial);
         self.out.count(&cohort.counters, Counter::JoinsOk);
@@ -255,14 +258,20 @@ impl Machine {
         }
     }
 
-    /// R4: the OK answer to a Join, with a fresh challenge, which it returns.
-    fn answer_ok(&mut self, stream: StreamId) -> Hash {
+    /// R4: the OK answer to a Join, with a fresh challenge, which it returns. An edge names
+    /// itself in its OK to another edge's Join (`relayed`: it carried a relay path), so that
+    /// the edge below can refuse a loop (docs/PROTOCOL.md §10).
+    fn answer_ok(&mut self, stream: StreamId, relayed: bool) -> Hash {
         let mut challenge: Hash = [0; 32];
         self.rng.fill_bytes(&mut challenge);
-        let ack = encode_frame(&Ack {
+        let ack = Ack {
             status: Status::Ok as i32,
             challenge: Bytes::copy_from_slice(&challenge),
-        });
+        };
+        let ack = match self.config.edge {
+            Some(edge) if relayed => encode_relayed_ack(&ack, &edge.relay_id),
+            _ => encode_frame(&ack),
+        };
         self.out.push(Action::Send {
             stream,
             frame: ack,
@@ -328,5 +337,6 @@ fn joined_stream(
         in_flight: Default::default(),
         backlog: Default::default(),
         drops: DropWindow::default(),
+        relay_path: Vec::new(),
     }
 }

@@ -30,7 +30,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use bps_proto::{CohortKey, Frame, Hash};
+use bps_proto::{CohortKey, Frame, Hash, RelayId};
 use bps_verify::{Verified, VerifyError};
 use rand::rngs::StdRng;
 
@@ -410,10 +410,18 @@ impl Machine {
 
     /// Edge mode: the I/O layer joined the root for the cohort `cohort` (an
     /// `Action::OpenUpstream`), and `stream`'s frames are that cohort's publications from now
-    /// on. The machine sends nothing on it. Its Join and Ack were the I/O layer's; a cohort
-    /// that is gone, or has an upstream already, closes it (`CloseReason::UpstreamUnwanted`).
-    pub fn on_upstream(&mut self, now: Millis, stream: StreamId, cohort: CohortSerial) {
-        self.attach_upstream(stream, cohort);
+    /// on. The machine sends nothing on it. Its Join and Ack were the I/O layer's; `root` is
+    /// the relay id the Ack named (the root is itself an edge). A cohort that is gone, or has
+    /// an upstream already, closes it (`CloseReason::UpstreamUnwanted`); local streams of
+    /// other edges whose relay path holds `root` form a loop and are closed
+    /// (`CloseReason::RelayLoop`).
+    pub fn on_upstream(
+        &mut self,
+        now: Millis,
+        (stream, cohort): (StreamId, CohortSerial),
+        root: Option<RelayId>,
+    ) {
+        self.attach_upstream(stream, cohort, root);
         self.rearm(now);
     }
 

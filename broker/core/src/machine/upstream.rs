@@ -61,7 +61,12 @@ impl Machine {
             return Ok(EdgeJoin::default());
         };
         let path = relay_path_of(join.body()).map_err(RejectCause::RelayPath)?;
-        if path.contains(&edge.relay_id) {
+        // A loop: the path holds this edge, or the edge this cohort's upstream reached.
+        let root = self
+            .cohorts
+            .serial_of(&valid.key)
+            .and_then(|serial| self.cohorts.live(serial).upstream_root);
+        if path.contains(&edge.relay_id) || root.is_some_and(|root| path.contains(&root)) {
             self.out.registry.add_total(Counter::RelayLoopsRefused, 1);
             return Err(RejectCause::RelayLoop);
         }
@@ -103,10 +108,15 @@ impl Machine {
         });
     }
 
-    /// The I/O layer joined the root for the cohort `serial` (its Ack was OK) and reads the
-    /// stream as `stream` from now on. A cohort that is gone, or that has an upstream
-    /// already, closes it.
-    pub(super) fn attach_upstream(&mut self, stream: StreamId, serial: CohortSerial) {
+    /// The I/O layer joined the root for the cohort `serial` (its Ack was OK, naming the
+    /// edge it reached as `root` if it was one) and reads the stream as `stream` from now on.
+    /// A cohort that is gone, or that has an upstream already, closes it.
+    pub(super) fn attach_upstream(
+        &mut self,
+        stream: StreamId,
+        serial: CohortSerial,
+        root: Option<RelayId>,
+    ) {
         let Some(cohort) = self.cohorts.get_mut(serial) else {
             return self.out.push(Action::Close {
                 stream,
@@ -120,6 +130,10 @@ impl Machine {
             });
         }
         cohort.upstream = Some(stream);
+        cohort.upstream_root = root;
+        if let Some(root) = root {
+            self.end_looping_relays(serial, &root);
+        }
         self.upstreams.insert(
             stream,
             Upstream {
@@ -275,6 +289,23 @@ impl Machine {
         }
     }
 
+    /// A loop that formed while two edges' Joins crossed: the local streams of other edges
+    /// whose relay path holds the edge this cohort's upstream reached are ended (their
+    /// rejoin is then refused at once, `edge_admission`).
+    fn end_looping_relays(&mut self, serial: CohortSerial, root: &RelayId) {
+        let cohort = self.cohorts.live(serial);
+        let looping: Vec<StreamId> = cohort
+            .members
+            .iter()
+            .copied()
+            .filter(|member| self.streams.attached(*member).relay_path.contains(root))
+            .collect();
+        for stream in looping {
+            self.out.registry.add_total(Counter::RelayLoopsRefused, 1);
+            self.close_stream(stream, Some(CloseReason::RelayLoop));
+        }
+    }
+
     /// The I/O layer ended an upstream stream (the root closed it or it broke); false when
     /// `stream` is not one. The cohort keeps its streams; the I/O layer reconnects while the
     /// cohort wants an upstream. Its frames still being verified are consumed when their
@@ -286,6 +317,7 @@ impl Machine {
         self.forget_upstream(stream, &upstream);
         if let Some(cohort) = self.cohorts.get_mut(upstream.cohort) {
             cohort.upstream = None;
+            cohort.upstream_root = None;
         }
         true
     }

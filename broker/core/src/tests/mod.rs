@@ -10,6 +10,7 @@ mod rules_cohorts;
 mod rules_edge;
 mod rules_frames;
 mod rules_history;
+mod rules_relay_loop;
 mod rules_roles;
 mod rules_roster;
 mod rules_splice;

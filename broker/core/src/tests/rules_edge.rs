@@ -117,7 +117,7 @@ fn cohort_with_upstream_at(
     let actions = rig.join_as(arrival, stream, join_body(spec, &key(2).address()));
     let (serial, path) = opened(&actions, spec).expect("a new cohort asks for its upstream");
     assert_eq!(path, Vec::<RelayId>::new());
-    rig.machine.on_upstream(rig.now, up, serial);
+    rig.machine.on_upstream(rig.now, (up, serial), None);
     assert_eq!(rig.drain(), vec![]);
     serial
 }
@@ -383,7 +383,7 @@ fn r21_an_upstream_eos_is_delivered_then_the_cohort_and_its_upstream_go() {
     assert_eq!(rig.machine.stream_count(), 0);
     assert_eq!(rig.count(Counter::CohortsReclaimedEos), 1);
     // A reconnect the I/O layer finished meanwhile is closed: its cohort is gone.
-    rig.machine.on_upstream(rig.now, sid(101), serial);
+    rig.machine.on_upstream(rig.now, (sid(101), serial), None);
     assert_eq!(
         rig.drain(),
         vec![close(sid(101), CloseReason::UpstreamUnwanted)]
@@ -562,7 +562,7 @@ fn an_upstream_the_io_layer_lost_leaves_the_cohort_and_a_new_one_attaches() {
     }
     assert_eq!(rig.drain(), vec![consumed(upstream())]);
     // The reconnected upstream (the root's next challenge) carries on from the cursor.
-    rig.machine.on_upstream(rig.now, sid(101), serial);
+    rig.machine.on_upstream(rig.now, (sid(101), serial), None);
     assert_eq!(rig.drain(), vec![]);
     let admin = at_root(key(1), &spec, 10);
     assert_eq!(
@@ -575,7 +575,7 @@ fn an_upstream_the_io_layer_lost_leaves_the_cohort_and_a_new_one_attaches() {
         vec![consumed(sid(101)), deliver(&next, &[sid(1), sid(2)])]
     );
     // A second upstream for a cohort that has one is closed; the first carries on.
-    rig.machine.on_upstream(rig.now, sid(102), serial);
+    rig.machine.on_upstream(rig.now, (sid(102), serial), None);
     assert_eq!(
         rig.drain(),
         vec![close(sid(102), CloseReason::UpstreamUnwanted)]
@@ -670,7 +670,7 @@ fn an_empty_cohort_without_an_upstream_yet_is_dropped_after_the_linger() {
     assert_eq!(actions[..1], [Action::DropUpstream { cohort: serial }]);
     assert!(!closes_upstream(&actions));
     // The upstream the I/O layer opened too late is closed.
-    rig.machine.on_upstream(rig.now, upstream(), serial);
+    rig.machine.on_upstream(rig.now, (upstream(), serial), None);
     assert_eq!(
         rig.drain(),
         vec![close(upstream(), CloseReason::UpstreamUnwanted)]
@@ -772,7 +772,8 @@ fn an_edge_relays_what_a_root_machine_delivers_to_its_upstream_stream() {
     let join = encode_relayed_join(&spec.to_join(&key(20).address()), &path);
     let answer = root.join_raw(peer(9), sid(50), body_of(&join));
     assert!(matches!(&answer[0], Action::Send { stream, .. } if *stream == sid(50)));
-    edge.machine.on_upstream(edge.now, upstream(), serial);
+    edge.machine
+        .on_upstream(edge.now, (upstream(), serial), None);
     // The admin and a rostered publisher publish at the root.
     let admin = root.joined(key(1), &spec, sid(1), peer(1));
     let mut at_root = root.publish(sid(1), &admin.auth());
@@ -872,7 +873,7 @@ fn an_upstream_lost_with_frames_checked_and_unchecked_consumes_each_once() {
     // Neither was delivered: the reconnected upstream brings them (the root's backlog or
     // the publisher's next frames).
     assert_eq!(rig.cohort_count(&spec, Counter::AcceptedData), 0);
-    rig.machine.on_upstream(rig.now, sid(101), serial);
+    rig.machine.on_upstream(rig.now, (sid(101), serial), None);
     let again = admin.data(0, b"unchecked");
     assert_eq!(
         rig.publish(sid(101), &again),

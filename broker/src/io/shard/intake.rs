@@ -84,8 +84,14 @@ impl Shard {
                 HomeMsg::Written { stream, notice } => {
                     self.machine.borrow_mut().on_written(now, stream, notice);
                 }
-                HomeMsg::Upstream { stream, cohort } => {
-                    self.machine.borrow_mut().on_upstream(now, stream, cohort);
+                HomeMsg::Upstream {
+                    stream,
+                    cohort,
+                    root,
+                } => {
+                    self.machine
+                        .borrow_mut()
+                        .on_upstream(now, (stream, cohort), root);
                 }
                 HomeMsg::Spliced { stream, outcome } => {
                     self.machine.borrow_mut().on_splice(now, stream, outcome);

@@ -55,6 +55,8 @@ pub const UPSTREAM_ENDED: u16 = 4014;
 pub const ROOT_REFUSED: u16 = 4015;
 /// Edge mode: no broker of the edge's list answered the spliced Join in time.
 pub const ROOT_UNREACHABLE: u16 = 4016;
+/// Edge mode: an edge's upstream stream that closes a loop of edges (never a client's).
+pub const RELAY_LOOP: u16 = 4017;
 
 /// The WebSocket close codes of the carrier-neutral `Farewell`.
 impl Farewell {
@@ -92,6 +94,7 @@ fn code_of(reason: &CloseReason) -> u16 {
         CloseReason::UpstreamEnded => UPSTREAM_ENDED,
         CloseReason::RootRefused => ROOT_REFUSED,
         CloseReason::RootUnreachable => ROOT_UNREACHABLE,
+        CloseReason::RelayLoop => RELAY_LOOP,
     }
 }
 
