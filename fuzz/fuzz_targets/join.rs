@@ -11,14 +11,17 @@
 //!   with every known field restated, non-minimally where a varint allows it;
 //! - the relay path (field 15, read by relay edges) never panics to read; a path that reads
 //!   is within `RELAY_PATH_LEN_MAX`, and written again with the Join (`encode_relayed_join`)
-//!   it reads back the same, beside the same Join.
+//!   it reads back the same, beside the same Join;
+//! - the relay id of an Ack (field 15, read by relay edges) never panics to read from any
+//!   bytes, and one written after an Ack (`encode_relayed_ack`) reads back.
 
 #![no_main]
 
 use bps_fuzz::varint_reference;
 use bps_proto::{
-    Binding, FrameType, Join, RELAY_PATH_LEN_MAX, RejectReason, ValidJoin, decode_join,
-    encode_relayed_join, next_frame, relay_path_of, validate_join,
+    Ack, Binding, FrameType, Join, RELAY_ID_BYTES, RELAY_PATH_LEN_MAX, RejectReason, RelayId,
+    ValidJoin, decode_join, encode_relayed_ack, encode_relayed_join, next_frame,
+    relay_id_of_ack, relay_path_of, validate_join,
 };
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
@@ -230,7 +233,27 @@ fn check_relay_path(body: &[u8], join: &Join) {
     assert_eq!(relay_path_of(rewritten), Ok(path));
 }
 
+/// The Ack relay id of arbitrary bytes, and a written one read back.
+fn check_ack_relay(body: &[u8]) {
+    let _ = relay_id_of_ack(Bytes::copy_from_slice(body));
+    let Some(id) = body.get(..RELAY_ID_BYTES) else {
+        return;
+    };
+    let id = RelayId::try_from(id).expect("16 bytes");
+    let ack = Ack {
+        status: 1,
+        challenge: Bytes::copy_from_slice(&body[RELAY_ID_BYTES..]),
+    };
+    let frame = encode_relayed_ack(&ack, &id);
+    let mut buffer = BytesMut::from(frame.as_ref());
+    let written = next_frame(&mut buffer, usize::MAX)
+        .expect("an encoded frame splits")
+        .expect("whole");
+    assert_eq!(relay_id_of_ack(written), Some(id));
+}
+
 fuzz_target!(|body: &[u8]| {
+    check_ack_relay(body);
     let join = match decode_join(Bytes::copy_from_slice(body)) {
         Ok(join) => join,
         Err(error) => {
