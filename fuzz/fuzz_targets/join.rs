@@ -20,8 +20,8 @@
 use bps_fuzz::varint_reference;
 use bps_proto::{
     Ack, Binding, FrameType, Join, RELAY_ID_BYTES, RELAY_PATH_LEN_MAX, RejectReason, RelayId,
-    ValidJoin, decode_join, encode_relayed_ack, encode_relayed_join, next_frame,
-    relay_id_of_ack, relay_path_of, validate_join,
+    ValidJoin, decode_join, encode_relayed_ack, encode_relayed_join, next_frame, relay_id_of_ack,
+    relay_path_of, validate_join,
 };
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
