@@ -7,10 +7,9 @@
 
 mod support;
 
-use bps_proto::Kind;
-use bps_verify::sign_broadcast;
 use support::{
-    Broker, bodies, expect_closed, expect_frames, expect_nothing, explicit, key, publish, publisher,
+    Broker, bodies, expect_frames, expect_nothing, explicit, key, publish, publisher,
+    send_forged_claim,
 };
 
 /// Enough streams per peer for one test's clients, which all come from 127.0.0.1.
@@ -78,22 +77,7 @@ fn a_burst_beyond_the_bound_arrives_whole_and_in_order() {
 #[test]
 fn a_forged_chunk_verified_on_its_core_closes_its_stream_and_reaches_nobody() {
     let broker = Broker::start(&[MANY_STREAMS_PER_PEER]);
-    let admin = key(1);
-    let spec = explicit(1, &admin.address(), false);
-    let mut spectator = broker.join(&spec, &key(10).address());
-    let mut admin_session = broker.join(&spec, &admin.address());
-    // Signed by another key under the admin's challenge: the claim fails.
-    let forged = sign_broadcast(
-        &key(2),
-        Kind::Auth,
-        &spec.topic,
-        admin_session.challenge(),
-        0,
-        b"",
-    );
-    admin_session.send(&forged.frame).expect("send the forgery");
-    let _ = expect_closed(&mut admin_session);
-    broker.wait_metric("bps_invalid_soc_total", 1);
+    let mut spectator = send_forged_claim(&broker);
     assert_eq!(broker.metric("bps_verify_idle_inline_total"), 1);
     assert_eq!(broker.metric("bps_verify_pool_jobs_total"), 0);
     expect_nothing(&mut spectator);
