@@ -149,7 +149,6 @@ pub struct VerifyConfig {
     pub queue_jobs_max: usize,
     pub batch_jobs_max: usize,
     pub batch_wait_us: u64,
-    pub idle_inline_jobs_max: usize,
     pub key_cache_keys_max: usize,
 }
 
