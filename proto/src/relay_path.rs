@@ -84,12 +84,7 @@ pub fn encode_relayed_join(join: &Join, path: &[RelayId]) -> Bytes {
     let relay = JoinRelay {
         relay_path: path.iter().map(|id| Bytes::copy_from_slice(id)).collect(),
     };
-    let body_bytes = join.encoded_len() + relay.encoded_len();
-    let mut frame = BytesMut::with_capacity(body_bytes + 5);
-    prost::encoding::encode_varint(body_bytes as u64, &mut frame);
-    join.encode_raw(&mut frame);
-    relay.encode_raw(&mut frame);
-    frame.freeze()
+    frame_of_both(join, &relay)
 }
 
 /// A whole Ack frame whose body is `ack` followed by `relay_id` as field 15: an edge's OK
@@ -99,10 +94,16 @@ pub fn encode_relayed_ack(ack: &Ack, relay_id: &RelayId) -> Bytes {
     let relay = AckRelay {
         relay_id: Bytes::copy_from_slice(relay_id),
     };
-    let body_bytes = ack.encoded_len() + relay.encoded_len();
+    frame_of_both(ack, &relay)
+}
+
+/// A whole frame whose body is `message` followed by `relay`'s fields: protobuf merges
+/// concatenated messages, so a reader of either type reads its own fields.
+fn frame_of_both(message: &impl Message, relay: &impl Message) -> Bytes {
+    let body_bytes = message.encoded_len() + relay.encoded_len();
     let mut frame = BytesMut::with_capacity(body_bytes + 5);
     prost::encoding::encode_varint(body_bytes as u64, &mut frame);
-    ack.encode_raw(&mut frame);
+    message.encode_raw(&mut frame);
     relay.encode_raw(&mut frame);
     frame.freeze()
 }
