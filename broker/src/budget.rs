@@ -52,7 +52,7 @@
 
 use std::fmt;
 
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, VerifyMode};
 use crate::limits::{
     BRIDGE_MESSAGE_BYTES_MAX, LOG_BUFFERED_LINES_MAX, PORT_CONTROL_MESSAGES_MAX,
     QUEUE_SLACK_FACTOR, READ_BUFFER_IDLE_BYTES, STATIC_BYTES_MAX, WS_HEAD_BYTES_MAX,
@@ -369,13 +369,13 @@ const TERMS: [TermRow; 20] = [
     },
     TermRow {
         name: "key caches",
-        keys: "verify.key_cache_keys_max, verify.workers",
-        bytes: |s| s.workers.max(s.cores) * s.key_cache_keys * KEY_ENTRY_BYTES,
+        keys: "verify.key_cache_keys_max, verify.workers, verify.idle_inline_jobs_max",
+        bytes: |s| s.verifiers * s.key_cache_keys * KEY_ENTRY_BYTES,
     },
     TermRow {
         name: "key halves",
-        keys: "verify.key_cache_keys_max, verify.workers",
-        bytes: |s| s.workers.max(s.cores) * s.key_cache_keys * KEY_HALVES_BYTES,
+        keys: "verify.key_cache_keys_max, verify.workers, verify.idle_inline_jobs_max",
+        bytes: |s| s.verifiers * s.key_cache_keys * KEY_HALVES_BYTES,
     },
     TermRow {
         name: "peer ledger",
@@ -414,7 +414,9 @@ fn terms(config: &BrokerConfig, cores: u64, workers: u64) -> Vec<Term> {
 /// The counts and per-entry sizes the terms multiply, derived from a configuration once.
 struct Sizing {
     cores: u64,
-    workers: u64,
+    /// Verifiers with a key cache: the pool's workers and, when cores verify too (inline
+    /// mode, or `verify.idle_inline_jobs_max`), one per core.
+    verifiers: u64,
     connections: u64,
     /// One connection's fixed state, idle read buffer, and queue and batch at their largest.
     connection_bytes: u64,
@@ -451,9 +453,11 @@ impl Sizing {
             .next_power_of_two();
         let batch_slots = to_u64(server.write_batch_frames_max) + to_u64(PORT_CONTROL_MESSAGES_MAX);
         let frames_in_flight = cores * to_u64(limits.frames_in_flight_per_core_max);
+        let inline = config.verify.mode == VerifyMode::Inline;
+        let cores_verify = inline || config.verify.idle_inline_jobs_max > 0;
         Sizing {
             cores,
-            workers,
+            verifiers: if inline { 0 } else { workers } + if cores_verify { cores } else { 0 },
             connections,
             connection_bytes: CONNECTION_STATE_BYTES
                 + to_u64(READ_BUFFER_IDLE_BYTES)

@@ -6,11 +6,11 @@ mod support;
 
 use bps_client::publisher::PublisherConfig;
 use bps_client::subscriber::Subscriber;
-use bps_proto::{Binding, Hash, Kind, keccak256, soc_address};
-use bps_verify::{PO_MIN, proximity, sign_broadcast};
+use bps_proto::{Binding, Hash, keccak256, soc_address};
+use bps_verify::{PO_MIN, proximity};
 use support::{
-    Broker, bodies, expect_closed, expect_data, expect_frames, expect_nothing, expect_roster,
-    explicit, flush, group, implicit, key, publish, publisher, publisher_with, recv,
+    Broker, bodies, expect_data, expect_frames, expect_nothing, expect_roster, explicit, flush,
+    group, implicit, key, publish, publisher, publisher_with, recv, send_forged_claim,
 };
 
 /// Enough streams per peer for one test's clients, which all come from 127.0.0.1.
@@ -33,22 +33,7 @@ fn live_stream_with_inline_verification_on_one_core() {
 #[test]
 fn inline_verification_rejects_a_forged_chunk() {
     let broker = Broker::start(&[MANY_STREAMS_PER_PEER, "verify.mode=inline"]);
-    let admin = key(1);
-    let spec = explicit(1, &admin.address(), false);
-    let mut spectator = broker.join(&spec, &key(10).address());
-    let mut admin_session = broker.join(&spec, &admin.address());
-    // Signed by another key under the admin's challenge: the claim fails, nothing is delivered.
-    let forged = sign_broadcast(
-        &key(2),
-        Kind::Auth,
-        &spec.topic,
-        admin_session.challenge(),
-        0,
-        b"",
-    );
-    admin_session.send(&forged.frame).expect("send the forgery");
-    let _ = expect_closed(&mut admin_session);
-    broker.wait_metric("bps_invalid_soc_total", 1);
+    let mut spectator = send_forged_claim(&broker);
     expect_nothing(&mut spectator);
 }
 

@@ -15,6 +15,9 @@ fn a_busy_brokers_scrape_parses_with_no_duplicate_series() {
     let broker = Broker::start(&[
         "limits.streams_per_peer_per_cohort_max=16",
         "limits.cohort_series_max=2",
+        // Every job to the pool, so its totals are in the scrape (a core would verify
+        // these lone chunks itself).
+        "verify.idle_inline_jobs_max=0",
     ]);
     let admin = key(1);
     let live = explicit(1, &admin.address(), false);

@@ -37,7 +37,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bps_proto::{Address, Spec, Status};
+use bps_proto::{Address, Kind, Spec, Status};
 use serde_json::json;
 
 use crate::backoff::Backoff;
@@ -522,6 +522,7 @@ pub fn run_pub<O: Write, E: Write>(
             .filter(|rate| *rate > 0.0)
             .map(|rate| Duration::from_secs_f64(1.0 / rate)),
         next_send: Instant::now(),
+        eos_written: false,
     };
     let mut pacing = Pacing::new(connection.timeout);
     let mut route = route(connection, &spec)?;
@@ -555,6 +556,8 @@ struct PubRun {
     /// The time between frames at `--rate`.
     interval: Option<Duration>,
     next_send: Instant,
+    /// Our EOS is written: the broker ends the cohort and closes this stream too.
+    eos_written: bool,
 }
 
 /// What a due send did.
@@ -597,7 +600,7 @@ impl PubRun {
                 return Err(self.timed_out());
             }
             if let Err(error) = self.take_broker_frames(&mut session)? {
-                return Ok(SessionEnd::Reset(error));
+                return Ok(self.ended_by(error));
             }
             let input_open = take_lines(&mut self.lines, &mut self.publisher, output);
             let now = Instant::now();
@@ -623,8 +626,22 @@ impl PubRun {
             match session.recv(pacing.bounded(wait)) {
                 Ok(Some(body)) => apply(&mut self.subscriber, &mut self.publisher, body)?,
                 Ok(None) => {}
-                Err(error) => return Ok(SessionEnd::Reset(error)),
+                Err(error) => return Ok(self.ended_by(error)),
             }
+        }
+    }
+
+    /// How a stream that failed with `error` ended: once our EOS and everything before it
+    /// is written, the broker's close (EOF, not a reset) is the cohort ending as asked,
+    /// which may reach us before our own close; anything else is a reset.
+    fn ended_by(&self, error: SessionError) -> SessionEnd {
+        let ended_as_asked = self.eos_written
+            && self.publisher.queued() == 0
+            && matches!(error, SessionError::Closed);
+        if ended_as_asked {
+            SessionEnd::Over
+        } else {
+            SessionEnd::Reset(error)
         }
     }
 
@@ -673,6 +690,7 @@ impl PubRun {
             return Ok(Sending::Ended(SessionEnd::Reset(error)));
         }
         self.publisher.mark_sent();
+        self.eos_written |= outgoing.kind == Kind::Eos;
         if !printed(output.line(&outgoing_json(&outgoing, &self.addr)))? {
             return Ok(Sending::Ended(SessionEnd::Over));
         }
@@ -927,6 +945,33 @@ mod tests {
         assert_eq!(printed[1]["index"], 3);
         assert_eq!(printed[1]["owner"], hex::encode(admin.address()));
         assert_eq!(printed[2]["payload_len"], 3);
+    }
+
+    /// The broker ends the cohort after our EOS and closes our stream too, possibly before
+    /// the client has closed it: that is the run succeeding.
+    #[test]
+    fn eos_then_the_brokers_close_is_a_success() {
+        let admin = key(1);
+        let (target, peer) = peer(vec![Script {
+            ack: ok([7; 32]),
+            frames: Vec::new(),
+            read: Some(2),
+        }]);
+        let mut publisher =
+            Publisher::new(explicit(&admin), admin, PublisherConfig::default()).expect("fits");
+        publisher.enqueue_eos().expect("eos");
+        let mut output = terminal();
+        run_pub(
+            &connection(target, false),
+            PubOptions::default(),
+            publisher,
+            None,
+            &mut output,
+        )
+        .expect("the cohort ended as asked");
+        let read = peer.join().expect("peer").remove(0);
+        let kinds: Vec<i32> = read.iter().map(|frame| frame.kind).collect();
+        assert_eq!(kinds, [Kind::Auth as i32, Kind::Eos as i32]);
     }
 
     #[test]

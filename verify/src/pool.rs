@@ -358,6 +358,12 @@ impl<T: Send + 'static> Pool<T> {
         removed.into_iter().map(|job| job.tag).collect()
     }
 
+    /// Whether no job is queued or being verified: a job submitted now would be taken by a
+    /// parked worker and verified alone. A lock-free read, so it may be a moment stale.
+    pub fn is_idle(&self) -> bool {
+        self.stats.depth.load(Ordering::Relaxed) == 0
+    }
+
     /// Live counters.
     pub fn stats(&self) -> Arc<PoolStats> {
         Arc::clone(&self.stats)
@@ -647,6 +653,27 @@ mod tests {
         let stats = pool.stats();
         assert_eq!(stats.jobs.load(Ordering::Relaxed), 40);
         assert_eq!(stats.depth.load(Ordering::Relaxed), 0);
+    }
+
+    /// A pool is idle only while no job is queued or being verified: the broker's cores
+    /// verify a lone job themselves only then.
+    #[test]
+    fn a_pool_is_idle_only_with_no_job_queued_or_being_verified() {
+        let key = SigningKey::from_bytes(&[7; 32]).expect("valid key");
+        let HeldPool {
+            pool,
+            release,
+            batches,
+        } = held_pool::<u8>(4, 0);
+        assert!(pool.is_idle(), "a new pool");
+        assert!(pool.submit(0, 0, request(&key, 0, key.address())).is_ok());
+        assert!(!pool.is_idle(), "a job queued");
+        release.send(()).expect("worker waiting");
+        assert_eq!(batches.recv().expect("batch").len(), 1);
+        assert!(
+            pool.is_idle(),
+            "its batch was verified before it was handed over"
+        );
     }
 
     /// A held worker finds ten jobs queued: batches of the maximum size close at once,

@@ -32,6 +32,11 @@ pub const WRITE_BATCH_FRAMES_MAX: usize = 1024;
 /// fuller writes save.
 pub const WRITE_COALESCE_US_MAX: u64 = 10_000;
 
+/// Largest `verify.idle_inline_jobs_max`: sixteen same-owner checks are about 0.2 ms of the
+/// core (docs/BENCHMARKS.md), past which the core's other streams wait longer than a
+/// hand-off to a worker would have cost.
+pub const IDLE_INLINE_JOBS_MAX: usize = 16;
+
 /// Largest `ws.service_posts_per_peer_per_s`: an admin posts a roster when its roster
 /// changes; more than this per second is a flood, not a use.
 pub const SERVICE_POSTS_PER_PEER_PER_S_MAX: u32 = 1_000;
@@ -931,6 +936,19 @@ pub static KEYS: &[Key] = &[
         gate: None,
         reload: Reload::Restart,
         why: "Microseconds a batch may wait for more jobs before closing, counted from its oldest job's submit, and only under signs of load (another worker verifying, jobs queued, or the worker's previous batch had company): an idle pool verifies a lone job at once. 0 = never wait. At most 1000.",
+    },
+    Key {
+        section: "verify",
+        name: "idle_inline_jobs_max",
+        default: DefaultValue::Int(4),
+        unit: Unit::Count,
+        bounds: Bounds::at_most(
+            IDLE_INLINE_JOBS_MAX as i64,
+            "more would hold a core's I/O for a batch's time",
+        ),
+        gate: None,
+        reload: Reload::Restart,
+        why: "Pool mode: jobs a core verifies itself when nothing is under way (the pool idle, none of the core's other jobs in flight), so a lone publication skips the hand-off to a worker and back and is written in the turn that read it. Under load every job goes to the pool, whose batches check same-owner signatures together. 0 = always hand off. At most 16.",
     },
     Key {
         section: "verify",

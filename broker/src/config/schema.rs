@@ -149,6 +149,7 @@ pub struct VerifyConfig {
     pub queue_jobs_max: usize,
     pub batch_jobs_max: usize,
     pub batch_wait_us: u64,
+    pub idle_inline_jobs_max: usize,
     pub key_cache_keys_max: usize,
 }
 

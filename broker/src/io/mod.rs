@@ -109,7 +109,9 @@ pub struct Settings {
     pub log_peer_lines_per_s_max: u32,
     /// Jobs verified per loop turn when verifying inline.
     pub verify_batch_jobs_max: usize,
-    /// Owners whose key an inline verifier keeps.
+    /// Pool mode: jobs of one turn a core verifies itself while the pool is idle.
+    pub verify_idle_inline_jobs_max: usize,
+    /// Owners whose key a core's own verifier keeps.
     pub key_cache_keys_max: usize,
     pub ws: ws::WsSettings,
     pub relay: root_join::RelaySettings,
@@ -133,6 +135,7 @@ impl Settings {
             tcp_user_timeout_ms: config.server.tcp_user_timeout_ms,
             log_peer_lines_per_s_max: config.log.peer_lines_per_s_max,
             verify_batch_jobs_max: config.verify.batch_jobs_max,
+            verify_idle_inline_jobs_max: config.verify.idle_inline_jobs_max,
             key_cache_keys_max: config.verify.key_cache_keys_max,
             ws: ws::WsSettings::of(&config.ws, statics),
             relay: root_join::RelaySettings {

@@ -146,6 +146,8 @@ pub struct CoreMetrics {
     pub verify_jobs: Counter,
     /// Verification jobs of this core taken back unverified because their stream closed.
     pub verify_cancelled: Counter,
+    /// Verification jobs this core verified itself, in pool mode, because the pool was idle.
+    pub verify_idle_inline: Counter,
     /// Microseconds from submitting a verification job to receiving its result.
     pub verify_latency_us: Histogram,
     /// Microseconds from reading a frame to writing it to a receiver's socket, sampled.
@@ -233,6 +235,7 @@ impl Default for CoreMetrics {
             verify_queue_depth: Gauge::default(),
             verify_jobs: Counter::default(),
             verify_cancelled: Counter::default(),
+            verify_idle_inline: Counter::default(),
             verify_latency_us: Histogram::new(LATENCY_BUCKETS),
             accept_to_write_us: Histogram::new(LATENCY_BUCKETS),
             stage_latency_us: StageLatencies::default(),

@@ -603,6 +603,29 @@ pub fn expect_frames(session: &mut Session, expected: &[Bytes]) {
     }
 }
 
+/// Joins a spectator and the admin of an explicit cohort, then sends on the admin's stream a
+/// claim signed by another key under the admin's challenge; waits until the broker has
+/// closed that stream and counted the invalid SOC. Returns the spectator's session, on
+/// which nothing may arrive.
+pub fn send_forged_claim(broker: &Broker) -> Session {
+    let admin = key(1);
+    let spec = explicit(1, &admin.address(), false);
+    let spectator = broker.join(&spec, &key(10).address());
+    let mut admin_session = broker.join(&spec, &admin.address());
+    let forged = bps_verify::sign_broadcast(
+        &key(2),
+        bps_proto::Kind::Auth,
+        &spec.topic,
+        admin_session.challenge(),
+        0,
+        b"",
+    );
+    admin_session.send(&forged.frame).expect("send the forgery");
+    let _ = expect_closed(&mut admin_session);
+    broker.wait_metric("bps_invalid_soc_total", 1);
+    spectator
+}
+
 /// Nothing arrives for [`QUIET`] and the stream stays open.
 pub fn expect_nothing(session: &mut Session) {
     match session.recv(QUIET) {

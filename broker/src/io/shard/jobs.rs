@@ -9,6 +9,7 @@
 use std::time::Instant;
 
 use bps_verify::VerifyRequest;
+use bps_verify::pool::Pool;
 
 use super::{DELIVERIES_PER_TURN_MAX, Shard};
 use crate::io::router::VerifyDone;
@@ -116,20 +117,18 @@ impl Shard {
             return;
         }
         let ours = |ticket: &Ticket| tickets.contains(ticket);
-        let taken: Vec<Ticket> = match &self.link.shared.pool {
-            Some(pool) => pool
-                .cancel(*class, |(_, ticket)| ours(ticket))
-                .into_iter()
-                .map(|(_, ticket)| ticket)
-                .collect(),
-            None => self
-                .inline_jobs
-                .borrow_mut()
-                .cancel(*class, |(ticket, ..)| ours(ticket))
-                .into_iter()
-                .map(|(ticket, ..)| ticket)
-                .collect(),
-        };
+        // Pool mode holds a turn's jobs here too while the pool is idle.
+        let mut taken: Vec<Ticket> = self
+            .inline_jobs
+            .borrow_mut()
+            .cancel(*class, |(ticket, ..)| ours(ticket))
+            .into_iter()
+            .map(|(ticket, ..)| ticket)
+            .collect();
+        if let Some(pool) = &self.link.shared.pool {
+            let pooled = pool.cancel(*class, |(_, ticket)| ours(ticket));
+            taken.extend(pooled.into_iter().map(|(_, ticket)| ticket));
+        }
         self.cancelled.borrow_mut().extend(taken);
     }
 
@@ -191,10 +190,10 @@ impl Shard {
                 .push(ticket);
         }
         let queued = match &self.link.shared.pool {
-            Some(pool) => pool
+            Some(pool) if !self.holds_here(pool) => pool
                 .submit(class, (self.link.core, ticket), request)
                 .is_ok(),
-            None => self
+            _ => self
                 .inline_jobs
                 .borrow_mut()
                 .push(class, (ticket, request, Instant::now()))
@@ -206,7 +205,32 @@ impl Shard {
         );
     }
 
-    /// Inline mode: verifies one batch of this core's jobs; the results are applied like the
+    /// Pool mode: whether a job is verified on this core rather than handed to the pool. Only
+    /// when nothing is under way: the pool idle, and none of this core's jobs in flight or
+    /// waiting to be applied but those held here, of which at most
+    /// `verify.idle_inline_jobs_max`. Such a job would be verified alone anyway; here it
+    /// costs no wake of a worker, no wake of this core for its result and no second turn,
+    /// and it is written in the turn that read it (issue 23: on a core that shares its CPU
+    /// with the worker, the job otherwise waited behind the previous publication's flush).
+    /// Under load jobs are in flight, and they all go to the pool, whose batches check
+    /// same-owner signatures together (measured: holding a few jobs every turn at a peak
+    /// cost a tenth of the fan-out).
+    fn holds_here(&self, pool: &Pool<(CoreId, Ticket)>) -> bool {
+        let held = self.inline_jobs.borrow().len();
+        // This job is counted in `verifications` already.
+        let nothing_else = self.verifications.get() == held + 1;
+        let held_here = self.verifier.is_some()
+            && nothing_else
+            && held < self.link.settings().verify_idle_inline_jobs_max
+            && pool.is_idle();
+        if held_here {
+            self.link.metrics().verify_idle_inline.inc();
+        }
+        held_here
+    }
+
+    /// Verifies one batch of the jobs held on this core (all of them in inline mode, a
+    /// turn's few while the pool was idle in pool mode); the results are applied like the
     /// pool's, within the fan-out budget.
     pub(super) fn verify_inline(&self) {
         let Some(verifier) = &self.verifier else {

@@ -2,9 +2,10 @@
 //! core's lanes and its control mailbox, and the execution of the machine's actions.
 //!
 //! Owns: `Shard`: the `Machine`, the verification of its jobs (submitted to the pool, or
-//! verified here between turns when `verify.mode = "inline"`), the machine's timer, and the
-//! turn: the control mailbox first (so a busy core always answers), credits, then the home
-//! lane and the verification results (unless the router says work is paused), then the
+//! verified here: every job when `verify.mode = "inline"`, a turn's first few while the
+//! pool is idle otherwise), the machine's timer, and the turn: the control mailbox first
+//! (so a busy core always answers), credits, then the home lane, the jobs held here and the
+//! verification results (unless the router says work is paused), then the
 //! owner lane, then deadlines, overflow and gauges; then every other task of the runtime
 //! (the carriers' readers and writers) gets a turn before the next one.
 //! Never does: touch a socket (carriers do, through their ports), or decide anything about
@@ -96,7 +97,8 @@ pub struct Shard {
     link: Rc<CoreLink>,
     machine: RefCell<Machine>,
     actions: RefCell<Vec<Action>>,
-    /// This core's own verifier when `verify.mode = "inline"`.
+    /// This core's own verifier: when `verify.mode = "inline"`, or for the jobs a core keeps
+    /// while the pool is idle (`verify.idle_inline_jobs_max`).
     verifier: Option<RefCell<Verifier>>,
     /// Inline mode's jobs, by cohort (bounded like the results, below).
     inline_jobs: RefCell<FairQueue<InlineJob>>,
@@ -147,7 +149,8 @@ impl Shard {
         // A core's cohorts verify the frames that every core's readers took in flight.
         let in_flight_max = link.settings().frames_in_flight_per_core_max * link.shared.lanes.len();
         Shard {
-            verifier: inline.then(|| RefCell::new(Verifier::new(keys))),
+            verifier: (inline || link.settings().verify_idle_inline_jobs_max > 0)
+                .then(|| RefCell::new(Verifier::new(keys))),
             link,
             machine: RefCell::new(machine),
             actions: RefCell::new(Vec::new()),
@@ -194,6 +197,9 @@ impl Shard {
         let mut applied = 0;
         if !self.link.router.work_paused() {
             self.take_home(now);
+            // Jobs held here are verified before the results are applied, so their frames
+            // are written in this turn.
+            self.verify_inline();
             applied = self.apply_results(now, budget);
         }
         let fanouts = applied + self.take_owner(budget - applied);

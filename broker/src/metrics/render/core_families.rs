@@ -11,7 +11,7 @@ use crate::metrics::{CoreMetrics, Counter, Gauge, Histogram, PerTransport};
 type Family<I> = (&'static str, &'static str, fn(&CoreMetrics) -> &I);
 
 /// The counters with their exported names (without `bps_` and `_total`) and help texts.
-pub(super) const CORE_COUNTERS: [Family<Counter>; 33] = [
+pub(super) const CORE_COUNTERS: [Family<Counter>; 34] = [
     ("connections_accepted", "Connections accepted.", |core| {
         &core.connections_accepted
     }),
@@ -81,6 +81,11 @@ pub(super) const CORE_COUNTERS: [Family<Counter>; 33] = [
         "verify_cancelled",
         "Queued verification jobs taken back unverified because their stream closed.",
         |core| &core.verify_cancelled,
+    ),
+    (
+        "verify_idle_inline",
+        "Verification jobs a core verified itself because the pool was idle (verify.idle_inline_jobs_max).",
+        |core| &core.verify_idle_inline,
     ),
     (
         "queue_resets",

@@ -1,0 +1,84 @@
+//! Black-box: in pool mode a core verifies a turn's first few jobs itself while the pool is
+//! idle (`verify.idle_inline_jobs_max`, issue 23). Publications sent one at a time are each
+//! verified on their core (`bps_verify_idle_inline_total`) and delivered byte for byte; a
+//! burst larger than the bound is split between the core and the pool and still arrives
+//! whole and in order; a forged chunk held on the core is refused as the pool refuses it;
+//! with the bound at 0 every job goes to the pool.
+
+mod support;
+
+use support::{
+    Broker, bodies, expect_frames, expect_nothing, explicit, key, publish, publisher,
+    send_forged_claim,
+};
+
+/// Enough streams per peer for one test's clients, which all come from 127.0.0.1.
+const MANY_STREAMS_PER_PEER: &str = "limits.streams_per_peer_per_cohort_max=16";
+
+/// Publishes `count` chunks one at a time, each received by the spectator before the next
+/// is sent, so every job finds the pool idle; returns how many jobs were verified.
+fn publish_one_at_a_time(broker: &Broker, count: usize) -> u64 {
+    let admin = key(1);
+    let spec = explicit(1, &admin.address(), false);
+    let mut spectator = broker.join(&spec, &key(10).address());
+    let mut session = broker.join(&spec, &admin.address());
+    let mut chunks = publisher(&spec, &admin, &session);
+    for n in 0..count {
+        let payload = format!("lone {n}");
+        let sent = publish(&mut chunks, &mut session, &[payload.as_bytes()]);
+        expect_frames(&mut spectator, &bodies(&sent));
+    }
+    broker.wait_metric("bps_accepted_data_total", count as u64);
+    broker.metric("bps_verify_jobs_total")
+}
+
+#[test]
+fn lone_publications_are_verified_on_their_core_and_delivered_byte_for_byte() {
+    let broker = Broker::start(&[MANY_STREAMS_PER_PEER]);
+    let jobs = publish_one_at_a_time(&broker, 6);
+    assert!(jobs >= 6, "every chunk was verified: {jobs} jobs");
+    // Nothing else was verifying, so no job went to the pool.
+    assert_eq!(broker.metric("bps_verify_idle_inline_total"), jobs);
+    assert_eq!(broker.metric("bps_verify_pool_jobs_total"), 0);
+}
+
+#[test]
+fn with_the_bound_at_zero_every_job_goes_to_the_pool() {
+    let broker = Broker::start(&[MANY_STREAMS_PER_PEER, "verify.idle_inline_jobs_max=0"]);
+    let jobs = publish_one_at_a_time(&broker, 6);
+    assert!(jobs >= 6, "every chunk was verified: {jobs} jobs");
+    assert_eq!(broker.metric("bps_verify_idle_inline_total"), 0);
+    assert_eq!(broker.metric("bps_verify_pool_jobs_total"), jobs);
+}
+
+#[test]
+fn a_burst_beyond_the_bound_arrives_whole_and_in_order() {
+    let broker = Broker::start(&[
+        MANY_STREAMS_PER_PEER,
+        "verify.idle_inline_jobs_max=2",
+        "server.cores=1",
+    ]);
+    let admin = key(1);
+    let spec = explicit(1, &admin.address(), false);
+    let mut spectator = broker.join(&spec, &key(10).address());
+    let mut session = broker.join(&spec, &admin.address());
+    let mut chunks = publisher(&spec, &admin, &session);
+    let payloads: Vec<Vec<u8>> = (0..40u8).map(|n| vec![n; 64 + usize::from(n)]).collect();
+    let slices: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+    let sent = publish(&mut chunks, &mut session, &slices);
+    expect_frames(&mut spectator, &bodies(&sent));
+    broker.wait_metric("bps_accepted_data_total", 40);
+    let held = broker.metric("bps_verify_idle_inline_total");
+    let pooled = broker.metric("bps_verify_pool_jobs_total");
+    assert_eq!(held + pooled, broker.metric("bps_verify_jobs_total"));
+    assert!(held >= 1, "the first job found the pool idle");
+}
+
+#[test]
+fn a_forged_chunk_verified_on_its_core_closes_its_stream_and_reaches_nobody() {
+    let broker = Broker::start(&[MANY_STREAMS_PER_PEER]);
+    let mut spectator = send_forged_claim(&broker);
+    assert_eq!(broker.metric("bps_verify_idle_inline_total"), 1);
+    assert_eq!(broker.metric("bps_verify_pool_jobs_total"), 0);
+    expect_nothing(&mut spectator);
+}
