@@ -101,9 +101,25 @@ impl Drop for Proxy {
     }
 }
 
-fn recv_binary(socket: &mut WebSocket<Tls>) -> Bytes {
+/// The next binary message; on a read error, fails with what the broker counted and logged
+/// (a delivery not seen in time names where it stopped).
+fn recv_binary(socket: &mut WebSocket<Tls>, broker: &Broker) -> Bytes {
     loop {
-        match socket.read().expect("a message") {
+        let message = socket.read().unwrap_or_else(|error| {
+            let metrics = broker.metrics();
+            let mut counted: Vec<String> = metrics
+                .iter()
+                .filter(|(name, value)| **value != 0.0 && !name.contains("_bucket"))
+                .map(|(name, value)| format!("{name} {value}"))
+                .collect();
+            counted.sort();
+            panic!(
+                "a message: {error}\nmetrics:\n{}\nlog:\n{}",
+                counted.join("\n"),
+                broker.log()
+            )
+        });
+        match message {
             Message::Binary(bytes) => return bytes,
             Message::Ping(_) | Message::Pong(_) => {}
             other => panic!("expected binary, got {other:?}"),
@@ -127,7 +143,7 @@ fn wss_through_nginx_reaches_both_endpoints_and_names_the_client() {
             &spec.to_join(&key(2).address()),
         )))
         .expect("send the Join");
-    let ack = bps_proto::decode_ack(body_of(&recv_binary(&mut native))).expect("an Ack");
+    let ack = bps_proto::decode_ack(body_of(&recv_binary(&mut native, &broker))).expect("an Ack");
     assert_eq!(ack.status, Status::Ok as i32);
     let challenge = Hash::try_from(ack.challenge.as_ref()).expect("a challenge");
     assert_ne!(challenge, [0; 32]);
@@ -145,8 +161,8 @@ fn wss_through_nginx_reaches_both_endpoints_and_names_the_client() {
         &mut tcp_admin,
         &[b"over tls"],
     ));
-    assert_eq!(body_of(&recv_binary(&mut native)), sent[0]);
-    assert_eq!(recv_binary(&mut viewer).as_ref(), b"over tls");
+    assert_eq!(body_of(&recv_binary(&mut native, &broker)), sent[0]);
+    assert_eq!(recv_binary(&mut viewer, &broker).as_ref(), b"over tls");
     // The per-peer bounds see the client nginx named, not the proxy.
     let (status, body) = broker.get(&format!(
         "/cohortz?key={}",
