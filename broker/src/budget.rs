@@ -120,10 +120,10 @@ pub const BACKLOG_SLOT_BYTES: u64 = 32;
 /// One cached verification key: the affine point, its address, LRU links, hash slot.
 pub const KEY_ENTRY_BYTES: u64 = 256;
 
-/// One cached key's halves for the vector batch check (`Q` and `2^128·Q`, affine, kept
-/// beside the key where the CPU has AVX-512 IFMA): two affine points of 88 bytes (release
-/// build) and the option tag, rounded up.
-pub const KEY_HALVES_BYTES: u64 = 192;
+/// One cached key's quarters for the vector checks (`Q`, `2^64·Q`, `2^128·Q`, `2^192·Q`,
+/// affine, kept beside the key where the CPU has AVX-512 IFMA): four affine points of 88
+/// bytes (release build) and the option tag, rounded up.
+pub const KEY_QUARTERS_BYTES: u64 = 384;
 
 /// One entry of the peer ledger (blocklist entry and its expiry, strike record, per-peer
 /// counts).
@@ -373,9 +373,9 @@ const TERMS: [TermRow; 20] = [
         bytes: |s| s.verifiers * s.key_cache_keys * KEY_ENTRY_BYTES,
     },
     TermRow {
-        name: "key halves",
+        name: "key quarters",
         keys: "verify.key_cache_keys_max, verify.workers, verify.idle_inline_jobs_max",
-        bytes: |s| s.verifiers * s.key_cache_keys * KEY_HALVES_BYTES,
+        bytes: |s| s.verifiers * s.key_cache_keys * KEY_QUARTERS_BYTES,
     },
     TermRow {
         name: "peer ledger",

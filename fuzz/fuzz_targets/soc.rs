@@ -17,7 +17,9 @@
 //! - `verify_batch` (cached keys, same-key batches) gives `verify`'s result for every job,
 //!   including warm repeats (enough for the batch check to take the vector square roots
 //!   of two groups of eight where the CPU has AVX-512 IFMA) and a tampered copy of the
-//!   chunk under the same owner;
+//!   chunk under the same owner, which fails the batch and sends its halves down to single
+//!   checks against the cached key (the vector double multiplication where the CPU has
+//!   IFMA);
 //! - the batch decompression of nonce points (`nonce::decompress_all`, IFMA where present)
 //!   is exactly k256's decompression of each (`decompress_portable`), on x coordinates and
 //!   parities cut from the chunk's bytes, for every group size up to 17.

@@ -92,6 +92,7 @@ fn human(ns: f64) -> String {
 fn curve_rows(signature: &[u8; 65], digest: &[u8; 32]) -> Vec<Row> {
     use bps_verify::nonce::{NonceX, decompress_all};
     use k256::elliptic_curve::hazmat::FieldArithmetic;
+    use k256::elliptic_curve::ops::{MulByGeneratorVartime, Reduce};
     use k256::elliptic_curve::point::{AffineCoordinates, DecompressPoint};
     use k256::elliptic_curve::subtle::Choice;
     use k256::{AffinePoint, FieldBytes, ProjectivePoint, Scalar, Secp256k1};
@@ -108,6 +109,8 @@ fn curve_rows(signature: &[u8; 65], digest: &[u8; 32]) -> Vec<Row> {
     let other = point.double();
     let element = FieldElement::from_bytes(&r).into_option().expect("below p");
     let scalar = Scalar::from(u64::from(signature[5]) + 3).square();
+    let wide = <Scalar as Reduce<FieldBytes>>::reduce(&FieldBytes::from(*digest));
+    let wide_too = wide.square();
     let nonces: Vec<NonceX> = (1..=BATCH as u64)
         .map(|seed| {
             let point = ProjectivePoint::mul_by_generator(&Scalar::from(seed * 7919)).to_affine();
@@ -153,6 +156,19 @@ fn curve_rows(signature: &[u8; 65], digest: &[u8; 32]) -> Vec<Row> {
         }),
         measure("scalar mul (k256)", || {
             black_box(black_box(scalar) * black_box(&scalar));
+        }),
+        measure("mul_by_generator, 256-bit scalar (k256)", || {
+            black_box(ProjectivePoint::mul_by_generator(black_box(&wide)));
+        }),
+        measure("variable-base mul, 256-bit scalar (k256)", || {
+            black_box(black_box(point) * black_box(&wide));
+        }),
+        measure("u1·G + u2·Q, 256-bit scalars (k256, vartime)", || {
+            black_box(ProjectivePoint::mul_by_generator_and_mul_add_vartime(
+                black_box(&wide),
+                black_box(&wide_too),
+                black_box(&point),
+            ));
         }),
         measure("scalar invert_vartime (k256)", || {
             black_box(black_box(scalar).invert_vartime());

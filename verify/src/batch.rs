@@ -116,11 +116,12 @@
 //! so a bad chunk, and only it, is rejected.
 
 use k256::elliptic_curve::PrimeField;
-use k256::elliptic_curve::ops::{MulByGeneratorVartime, Reduce};
+use k256::elliptic_curve::ops::Reduce;
 use k256::elliptic_curve::point::AffineCoordinates;
 use k256::{AffinePoint, FieldBytes, ProjectivePoint, PublicKey, Scalar};
 use rand::Rng;
 
+use crate::double_mul::{Quarters, double_mul, scalar_quarters};
 use crate::msm_ifma;
 use crate::nonce::{NonceX, decompress_all};
 use crate::signer::{
@@ -160,11 +161,12 @@ const DIGITS: usize = SCALAR_BITS + 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KnownKey {
     point: ProjectivePoint,
-    /// The key and `2^128·Q`, affine, for the vector multi-scalar multiplication, which
-    /// takes 128-bit weights: `c·Q = c_low·Q + c_high·(2^128·Q)`. Only where the CPU runs
-    /// it ([`msm_ifma::available`]); its cost is paid once per key, at the recovery that
-    /// caches it (128 doublings and an inversion, about a third of that recovery).
-    halves: Option<[AffinePoint; 2]>,
+    /// `Q, 2^64·Q, 2^128·Q, 2^192·Q`, affine, for the vector paths: the batch check takes
+    /// 128-bit weights (`c·Q = c_low·Q + c_high·(2^128·Q)`), the single check 64-bit ones
+    /// ([`crate::double_mul`]). Only where the CPU runs them ([`msm_ifma::available`]);
+    /// their cost is paid once per key, at the recovery that caches it (192 doublings and
+    /// four inversions).
+    quarters: Option<Quarters>,
     address: Address,
     compressed: CompressedKey,
 }
@@ -173,16 +175,10 @@ impl KnownKey {
     /// The key and its Ethereum address.
     pub fn new(public_key: &PublicKey) -> Self {
         let point = ProjectivePoint::from(public_key);
-        let halves = msm_ifma::available().then(|| {
-            let mut high = point;
-            for _ in 0..128 {
-                high = high.double();
-            }
-            [*public_key.as_affine(), high.to_affine()]
-        });
+        let quarters = Quarters::for_key(&point);
         Self {
             point,
-            halves,
+            quarters,
             address: address_of(public_key),
             compressed: compressed_key(public_key),
         }
@@ -264,15 +260,17 @@ impl SignedDigest {
 }
 
 /// Whether recovery of `signature` would yield exactly `key` (module docs: `T` must be the
-/// nonce point `v` names). One double multiplication and one inversion.
+/// nonce point `v` names). One double multiplication ([`double_mul`], on one slot of vector
+/// lanes where the CPU has IFMA) and one inversion.
 pub fn verify_with_key(key: &KnownKey, signature: &SignedDigest) -> bool {
     let Some(s_inv) = signature.s.invert_vartime().into_option() else {
         return false;
     };
-    let candidate = ProjectivePoint::mul_by_generator_and_mul_add_vartime(
+    let candidate = double_mul(
         &(signature.z * s_inv),
         &(signature.r * s_inv),
         &key.point,
+        key.quarters.as_ref(),
     );
     if candidate == ProjectivePoint::IDENTITY {
         return false;
@@ -371,8 +369,8 @@ impl KnownKeysBatch {
 
     /// Fills the terms of the multi-scalar multiplication besides `G`'s: the negated nonce
     /// points with the weights, and each key with a non-zero `c_k`. With `vector`, the
-    /// nonces and the keys that have halves go to the vector lists (a key as its two
-    /// 128-bit halves), the rest to the Straus tables.
+    /// nonces and the keys that have quarters go to the vector lists (a key as its two
+    /// 128-bit halves, `Q` and `2^128·Q`), the rest to the Straus tables.
     fn gather_terms(&mut self, keys: &[KnownKey], vector: bool) {
         self.tables.clear();
         self.digits.clear();
@@ -399,9 +397,9 @@ impl KnownKeysBatch {
             if *scalar == Scalar::ZERO {
                 continue;
             }
-            match key.halves {
-                Some([low_point, high_point]) if vector => {
-                    let [l0, l1, l2, l3] = scalar_limbs(scalar);
+            match key.quarters {
+                Some(Quarters([low_point, _, high_point, _])) if vector => {
+                    let [l0, l1, l2, l3] = scalar_quarters(scalar);
                     let low = u128::from(l0) | (u128::from(l1) << 64);
                     let high = u128::from(l2) | (u128::from(l3) << 64);
                     self.vector_points.extend([low_point, high_point]);
@@ -409,7 +407,7 @@ impl KnownKeysBatch {
                 }
                 _ => {
                     self.tables.push(odd_multiples(key.point));
-                    self.digits.push(signed_digits(&scalar_limbs(scalar)));
+                    self.digits.push(signed_digits(&scalar_quarters(scalar)));
                 }
             }
         }
@@ -526,18 +524,6 @@ fn odd_multiples(point: ProjectivePoint) -> [ProjectivePoint; TABLE_SIZE] {
         table[index] = table[index - 1] + double;
     }
     table
-}
-
-/// A scalar's canonical value as little-endian 64-bit limbs.
-fn scalar_limbs(scalar: &Scalar) -> [u64; 4] {
-    let big_endian = scalar.to_repr();
-    let mut limbs = [0u64; 4];
-    for (limb, word) in limbs.iter_mut().zip(big_endian.chunks_exact(8).rev()) {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(word);
-        *limb = u64::from_be_bytes(bytes);
-    }
-    limbs
 }
 
 /// A weight as little-endian 64-bit limbs.
@@ -724,7 +710,7 @@ mod tests {
         scalars.extend((0..64).map(scalar_of));
         for scalar in scalars {
             // The digits of the limbs give back the scalar: the limbs are its value.
-            let digits = signed_digits(&scalar_limbs(&scalar));
+            let digits = signed_digits(&scalar_quarters(&scalar));
             assert_eq!(value_of(&digits), scalar, "{scalar:?}");
         }
     }
@@ -751,7 +737,7 @@ mod tests {
         let tables: Vec<_> = points.iter().map(|point| odd_multiples(*point)).collect();
         let digits: Vec<_> = scalars
             .iter()
-            .map(|scalar| signed_digits(&scalar_limbs(scalar)))
+            .map(|scalar| signed_digits(&scalar_quarters(scalar)))
             .collect();
         let pairs: Vec<(ProjectivePoint, Scalar)> = points
             .iter()

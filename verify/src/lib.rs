@@ -29,6 +29,7 @@ mod wire;
 
 pub mod batch;
 pub mod bmt;
+pub mod double_mul;
 pub mod fair;
 pub mod field_ifma;
 pub mod job;

@@ -1,6 +1,7 @@
 //! `Σ a_i·P_i` for affine points `P_i` and 128-bit weights `a_i`, eight points at a time in
-//! the lanes of AVX-512 IFMA registers: the nonce half of the batch check's multi-scalar
-//! multiplication ([`crate::batch`]).
+//! the lanes of AVX-512 IFMA registers: the nonce and key terms of the batch check's
+//! multi-scalar multiplication ([`crate::batch`]), and the single check's `u1·G + u2·Q` as
+//! eight 64-bit quarters ([`crate::double_mul`]).
 //!
 //! Owns: [`available`] and [`weighted_sum`].
 //!
@@ -17,8 +18,10 @@
 //! lane of every slot adds one table entry per digit position: the lanes run in lockstep,
 //! with no data-dependent branch. Per slot a table of `1·P … 8·P` (one doubling, six
 //! additions); a digit selects its entry by lane masks and a negative one negates y. The
-//! eight lane accumulators share the chain of 128 doublings; at the end each is converted
-//! to an affine point with k256 (one inversion for all eight) and they are summed with k256.
+//! eight lane accumulators share the chain of doublings (128 for the largest weights, 64
+//! for the single check's 64-bit ones: the chain starts at the highest non-zero digit of
+//! any lane); at the end each is converted to an affine point with k256 (one inversion for
+//! all eight) and they are summed with k256.
 //!
 //! The point formulas are the complete ones of Renes, Costello and Batina (2015, algorithms
 //! 7 and 9 for `a = 0`, `3b = 21`), the same k256 uses: correct for every input pair,
@@ -73,7 +76,7 @@ pub fn weighted_sum(points: &[AffinePoint], weights: &[u128]) -> Option<Projecti
     {
         // SAFETY: `available()` held: the CPU has AVX-512F and AVX-512 IFMA, which is the
         // whole of `simd::sum_lanes`'s contract.
-        let lanes = unsafe { simd::sum_lanes(&coordinates, &digits) };
+        let lanes = unsafe { simd::sum_lanes(&coordinates, &digits, significant(&digits)) };
         to_projective_sum(&lanes)
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -99,6 +102,17 @@ fn radix16(weight: u128) -> [i8; DIGITS] {
     }
     digits[DIGITS - 1] = carry as i8;
     digits
+}
+
+/// Digit positions up to the highest non-zero digit of any lane: above it every lane adds
+/// the identity, so the chain starts there (64-bit weights need 17 positions, not 33).
+fn significant(digits: &[[[i8; DIGITS]; LANES]]) -> usize {
+    digits
+        .iter()
+        .flatten()
+        .filter_map(|lane| lane.iter().rposition(|digit| *digit != 0))
+        .max()
+        .map_or(0, |top| top + 1)
 }
 
 /// Eight projective lane results `(X, Y, Z)` (52-bit limbs) summed with k256: each made
@@ -161,7 +175,8 @@ mod simd {
         z: Fe8,
     }
 
-    /// The lane sums of [`super::weighted_sum`]: `(X, Y, Z)` limbs per lane.
+    /// The lane sums of [`super::weighted_sum`]: `(X, Y, Z)` limbs per lane, from the digit
+    /// positions below `positions` (the digits above must all be zero).
     ///
     /// # Safety
     /// The CPU must have AVX-512F and AVX-512 IFMA.
@@ -169,11 +184,12 @@ mod simd {
     pub(super) unsafe fn sum_lanes(
         coordinates: &[[[[u64; 5]; 2]; LANES]],
         digits: &[[[i8; DIGITS]; LANES]],
+        positions: usize,
     ) -> [[[u64; 5]; 3]; LANES] {
         let tables: Vec<[Point8; ENTRIES]> = coordinates.iter().map(|slot| table(slot)).collect();
         let mut sum = identity();
-        for position in (0..DIGITS).rev() {
-            if position != DIGITS - 1 {
+        for position in (0..positions).rev() {
+            if position != positions - 1 {
                 for _ in 0..4 {
                     sum = double(&sum);
                 }
