@@ -1,5 +1,5 @@
 //! Black-box: in pool mode a core verifies a turn's first few jobs itself while the pool is
-//! idle (`verify.idle_inline_jobs_max`, issue 23). Publications sent one at a time are each
+//! idle (`verify.idle_inline_jobs_max`, off by default, issue 23). Publications sent one at a time are each
 //! verified on their core (`bps_verify_idle_inline_total`) and delivered byte for byte; a
 //! burst larger than the bound is split between the core and the pool and still arrives
 //! whole and in order; a forged chunk held on the core is refused as the pool refuses it;
@@ -14,6 +14,8 @@ use support::{
 
 /// Enough streams per peer for one test's clients, which all come from 127.0.0.1.
 const MANY_STREAMS_PER_PEER: &str = "limits.streams_per_peer_per_cohort_max=16";
+/// The bound these tests run with (the default is 0: off).
+const IDLE_INLINE_ON: &str = "verify.idle_inline_jobs_max=4";
 
 /// Publishes `count` chunks one at a time, each received by the spectator before the next
 /// is sent, so every job finds the pool idle; returns how many jobs were verified.
@@ -34,7 +36,7 @@ fn publish_one_at_a_time(broker: &Broker, count: usize) -> u64 {
 
 #[test]
 fn lone_publications_are_verified_on_their_core_and_delivered_byte_for_byte() {
-    let broker = Broker::start(&[MANY_STREAMS_PER_PEER]);
+    let broker = Broker::start(&[MANY_STREAMS_PER_PEER, IDLE_INLINE_ON]);
     let jobs = publish_one_at_a_time(&broker, 6);
     assert!(jobs >= 6, "every chunk was verified: {jobs} jobs");
     // Nothing else was verifying, so no job went to the pool.
@@ -76,7 +78,7 @@ fn a_burst_beyond_the_bound_arrives_whole_and_in_order() {
 
 #[test]
 fn a_forged_chunk_verified_on_its_core_closes_its_stream_and_reaches_nobody() {
-    let broker = Broker::start(&[MANY_STREAMS_PER_PEER]);
+    let broker = Broker::start(&[MANY_STREAMS_PER_PEER, IDLE_INLINE_ON]);
     let mut spectator = send_forged_claim(&broker);
     assert_eq!(broker.metric("bps_verify_idle_inline_total"), 1);
     assert_eq!(broker.metric("bps_verify_pool_jobs_total"), 0);
