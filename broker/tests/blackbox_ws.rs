@@ -596,7 +596,9 @@ fn keepalive_pings_and_pongs_are_written_and_the_broker_goes_on() {
     let pings = ws.pings_within(std::time::Duration::from_millis(1500));
     assert!(pings >= 3, "{pings} pings in 1.5 s at a 100 ms interval");
     still_serving(&broker);
-    assert_eq!(broker.metric("bps_held_bytes"), 0, "nothing left held");
+    // The gauge is sampled at the end of a core's turn, so a ping or pong of this session
+    // may be counted as held for a moment after it was written: nothing stays held.
+    broker.wait_gauge("bps_held_bytes", 0);
 }
 
 fn still_serving(broker: &Broker) {
