@@ -36,7 +36,7 @@ use super::statics::{STATIC_IN_FLIGHT_PER_CORE_MAX, STATIC_RETRY_AFTER_S, Static
 use crate::io::carrier;
 use crate::io::encoding::Framing;
 use crate::io::iovec::IoBatch;
-use crate::io::link::{CoreLink, Refusal};
+use crate::io::link::{Admit, CoreLink, Refusal};
 use crate::io::outgoing::Outgoing;
 use crate::io::port::{Port, Transport};
 use crate::limits::REFUSALS_IN_FLIGHT_PER_CORE_MAX;
@@ -424,21 +424,45 @@ async fn upgrade(
     (accept, leftover): (String, BytesMut),
     endpoint: Endpoint,
 ) {
+    let bridge = match &endpoint {
+        Endpoint::Native => {
+            port.set_framing(Framing::Encoded(Rc::new(rendition::Native)), false);
+            None
+        }
+        Endpoint::Bridge(params) => match join_bridge(&link, &port, params).await {
+            Some(session) => Some(session),
+            None => return end(&link, &port),
+        },
+    };
     let response = switching_protocols(&accept);
     let deadline = write_deadline(response.len());
     let written = monoio::time::timeout(deadline, stream.write_all(response)).await;
     if !matches!(written, Ok((Ok(_), _))) {
         return end(&link, &port);
     }
-    let join = match &endpoint {
-        Endpoint::Native => {
-            port.set_framing(Framing::Encoded(Rc::new(rendition::Native)), false);
-            None
-        }
-        Endpoint::Bridge(params) => Some(bridge_join(&port, params)),
-    };
     link.metrics().ws_upgrade(endpoint.name());
-    session::run(link, port, stream, leftover, join).await;
+    session::run(link, port, stream, leftover, bridge).await;
+}
+
+/// Frames the port for a bridge session (W2, W3, W11) and hands its Join to the cohort's
+/// core, before the 101 is written: a bridge client has no Ack to wait for, so the 101 is
+/// its sign that it is in (a spectator that published or made someone publish once it had
+/// the 101 missed that publication when the Join followed the 101 and its core was slow to
+/// send it). The Join is then ahead of every frame any core reads later: the home core's
+/// lane is one queue for all senders, and what that core reads itself is taken in the same
+/// turn as the Join, before the turn applies a verification result. Whatever the core answers meanwhile waits in the port until the
+/// writer starts, after the 101. `None` when the stream closed while it waited.
+async fn join_bridge(
+    link: &CoreLink,
+    port: &Port,
+    params: &BridgeParams,
+) -> Option<Rc<BridgeSession>> {
+    let (join, session) = bridge_join(port, params);
+    if !link.gate(port, Admit::Frame).await {
+        return None;
+    }
+    link.hand_over(port, join);
+    Some(session)
 }
 
 /// The Join of a bridge session (W2, W3, W11) and the session, framing the port.
@@ -514,7 +538,90 @@ fn name_peer(link: &CoreLink, port: &Port, head: &RequestHead) -> Result<(), Res
 
 #[cfg(test)]
 mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
     use super::*;
+    use crate::io::harness::{self, GUARD};
+    use crate::io::router::HomeMsg;
+    use crate::protocol::{ClosedBy, CoreId, StreamId};
+
+    /// Messages per lane and overflow: small, so a few messages pause the reads.
+    const LANE_MESSAGES_MAX: usize = 4;
+
+    /// How long the client listens for a 101 that must not come yet: the server task runs
+    /// on the same thread, so this is many of its turns.
+    const QUIET: Duration = Duration::from_millis(200);
+
+    /// A bridge spectator's upgrade request (W11: no `addr`).
+    fn spectator_request() -> String {
+        let topic = "ab".repeat(32);
+        let admin = "cd".repeat(20);
+        format!(
+            "GET /pubsub/{topic}?binding=feed_topic&admin={admin} HTTP/1.1\r\nHost: broker\r\n\
+             Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+    }
+
+    /// Whether a Join of `stream` waits in any core's home lane (or this core's own).
+    fn join_waits(link: &CoreLink, stream: StreamId) -> bool {
+        let mut found = false;
+        let mut check = |msg: HomeMsg| {
+            found |= matches!(msg, HomeMsg::Join { stream: joined, .. } if joined == stream);
+        };
+        while let Some(msg) = link.router.pop_home() {
+            check(msg);
+        }
+        for lanes in link.router.lanes() {
+            while let Some(msg) = lanes.home.pop() {
+                check(msg);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn a_bridge_spectator_gets_its_101_only_once_its_join_is_on_its_way() {
+        harness::on_each_driver(|driver| async move {
+            let (shared, _) = harness::shared(2, |config| {
+                config.server.inbox_messages_max = LANE_MESSAGES_MAX;
+                config.server.overflow_messages_max = LANE_MESSAGES_MAX;
+            });
+            let link = Rc::new(CoreLink::new(CoreId::new(0), shared));
+            // Core 1's lane from here is full and a message overflowed: reads wait.
+            for local in 0..=LANE_MESSAGES_MAX as u64 {
+                let stream = StreamId::new(0, 1000 + local);
+                let cause = ClosedBy::Peer;
+                link.router
+                    .to_home(CoreId::new(1), HomeMsg::Closed { stream, cause });
+            }
+            assert!(link.router.reads_paused(), "{driver}");
+            let (listener, addr) = harness::listener();
+            let (accepted, mut peer) = harness::tcp_pair(&listener, addr, None).await;
+            let port = link
+                .admit(IpAddr::V4(Ipv4Addr::LOCALHOST), Transport::WebSocket)
+                .expect("admitted");
+            monoio::spawn(serve(Rc::clone(&link), Rc::clone(&port), accepted, false));
+            let (sent, _) = peer.write_all(spectator_request().into_bytes()).await;
+            sent.expect("request sent");
+            let early = monoio::time::timeout(QUIET, peer.read(vec![0u8; 1024])).await;
+            assert!(early.is_err(), "{driver}: a 101 before the Join could go");
+            // The lane empties: the Join goes, then the 101.
+            while link.router.overflowed() > 0 {
+                while link.router.lanes()[1].home.pop().is_some() {}
+                link.router.retry_overflow();
+            }
+            let (read, head) = monoio::time::timeout(GUARD, peer.read(vec![0u8; 1024]))
+                .await
+                .expect("the 101 came");
+            let head = String::from_utf8_lossy(&head[..read.expect("read")]).into_owned();
+            assert!(head.starts_with("HTTP/1.1 101 "), "{driver}: {head}");
+            assert!(
+                join_waits(&link, port.id),
+                "{driver}: the client has its 101 and its Join is not on its way"
+            );
+        });
+    }
 
     #[test]
     fn the_head_buffer_grows_to_the_budgeted_bound_and_no_further() {

@@ -30,7 +30,7 @@ use super::close;
 use crate::io::carrier::{
     self, Cancellers, Decode, Decoded, WriteEnd, set_linger_zero, shutdown_write,
 };
-use crate::io::link::{Admit, CoreLink};
+use crate::io::link::CoreLink;
 use crate::io::outgoing::{Outgoing, Prefix};
 use crate::io::port::{Closing, ControlKind, Farewell, Port};
 use crate::io::read_buffer::ReadBuffer;
@@ -66,17 +66,16 @@ impl Endpoint {
     }
 }
 
-/// Runs an upgraded session to its end. `join` is a bridge session's Join, built from the
-/// request, with the session (the native endpoint's Join comes from the peer as its first
-/// message).
+/// Runs an upgraded session to its end. `bridge` is a bridge session, whose Join the
+/// carrier handed over before the 101 (the native endpoint's Join comes from the peer as
+/// its first message).
 pub async fn run(
     link: Rc<CoreLink>,
     port: Rc<Port>,
     stream: TcpStream,
     leftover: BytesMut,
-    join: Option<(Frame, Rc<BridgeSession>)>,
+    bridge: Option<Rc<BridgeSession>>,
 ) {
-    let (join, bridge) = join.unzip();
     let fd = stream.as_raw_fd();
     let (read_handle, write_handle) = Cancellers::arm(&port, fd, false);
     port.attach_socket(fd);
@@ -98,17 +97,7 @@ pub async fn run(
         writer,
         write_handle,
     ));
-    let joined = match join {
-        Some(join) => {
-            let open = link.gate(&port, Admit::Frame).await;
-            if open {
-                link.hand_over(&port, join);
-            }
-            open
-        }
-        None => true,
-    };
-    let cause = if joined {
+    let cause = if port.is_open() {
         let mut buffer = ReadBuffer::new(std::sync::Arc::clone(link.memory()));
         buffer.unparsed().extend_from_slice(&leftover);
         let mut reading = Reading::new(&link, &port, &heard, bridge);
