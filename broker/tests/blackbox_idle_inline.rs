@@ -1,5 +1,5 @@
 //! Black-box: in pool mode a core verifies a turn's first few jobs itself while the pool is
-//! idle (`verify.idle_inline_jobs_max`, off by default, issue 23). Publications sent one at a time are each
+//! idle (`verify.idle_inline_jobs_max`, issue 23). Publications sent one at a time are each
 //! verified on their core (`bps_verify_idle_inline_total`) and delivered byte for byte; a
 //! burst larger than the bound is split between the core and the pool and still arrives
 //! whole and in order; a forged chunk held on the core is refused as the pool refuses it;
@@ -14,7 +14,7 @@ use support::{
 
 /// Enough streams per peer for one test's clients, which all come from 127.0.0.1.
 const MANY_STREAMS_PER_PEER: &str = "limits.streams_per_peer_per_cohort_max=16";
-/// The bound these tests run with (the default is 0: off).
+/// The bound these tests run with (the default's value, set so that they do not depend on it).
 const IDLE_INLINE_ON: &str = "verify.idle_inline_jobs_max=4";
 
 /// Publishes `count` chunks one at a time, each received by the spectator before the next

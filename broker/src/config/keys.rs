@@ -940,7 +940,7 @@ pub static KEYS: &[Key] = &[
     Key {
         section: "verify",
         name: "idle_inline_jobs_max",
-        default: DefaultValue::Int(0),
+        default: DefaultValue::Int(4),
         unit: Unit::Count,
         bounds: Bounds::at_most(
             IDLE_INLINE_JOBS_MAX as i64,
@@ -948,7 +948,7 @@ pub static KEYS: &[Key] = &[
         ),
         gate: None,
         reload: Reload::Restart,
-        why: "Pool mode: jobs a core verifies itself when nothing is under way (the pool idle, none of the core's other jobs in flight), so a lone publication skips the hand-off to a worker and back and is written in the turn that read it. Under load every job goes to the pool, whose batches check same-owner signatures together. 0 (the default) = always hand off: with it on, two of five CI runs missed a first delivery to a WebSocket stream for 10 s, cause not yet found (issue 23). At most 16.",
+        why: "Pool mode: jobs a core verifies itself when nothing is under way (the pool idle, none of the core's other jobs in flight), so a lone publication skips the hand-off to a worker and back and is written in the turn that read it. Under load every job goes to the pool, whose batches check same-owner signatures together. 0 = always hand off, as before issue 23. At most 16.",
     },
     Key {
         section: "verify",
