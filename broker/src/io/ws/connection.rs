@@ -429,10 +429,12 @@ async fn upgrade(
             port.set_framing(Framing::Encoded(Rc::new(rendition::Native)), false);
             None
         }
-        Endpoint::Bridge(params) => match join_bridge(&link, &port, params).await {
-            Some(session) => Some(session),
-            None => return end(&link, &port),
-        },
+        Endpoint::Bridge(params) => {
+            let Some(session) = join_bridge(&link, &port, params).await else {
+                return end(&link, &port);
+            };
+            Some(session)
+        }
     };
     let response = switching_protocols(&accept);
     let deadline = write_deadline(response.len());
@@ -445,28 +447,18 @@ async fn upgrade(
 }
 
 /// Frames the port for a bridge session (W2, W3, W11) and hands its Join to the cohort's
-/// core, before the 101 is written: a bridge client has no Ack to wait for, so the 101 is
-/// its sign that it is in (a spectator that published or made someone publish once it had
-/// the 101 missed that publication when the Join followed the 101 and its core was slow to
-/// send it). The Join is then ahead of every frame any core reads later: the home core's
-/// lane is one queue for all senders, and what that core reads itself is taken in the same
-/// turn as the Join, before the turn applies a verification result. Whatever the core answers meanwhile waits in the port until the
+/// core before the 101 is written: a bridge client has no Ack to wait for, so the 101 is
+/// its sign that it is in (with the Join after the 101, a spectator whose core was slow to
+/// send it missed a publication made right after). The Join is then ahead of every frame
+/// any core reads later: the home core's lane is one queue for all senders, and what that
+/// core reads itself is taken in the same turn as the Join, before the turn applies a
+/// verification result. Whatever the core answers meanwhile waits in the port until the
 /// writer starts, after the 101. `None` when the stream closed while it waited.
 async fn join_bridge(
     link: &CoreLink,
     port: &Port,
     params: &BridgeParams,
 ) -> Option<Rc<BridgeSession>> {
-    let (join, session) = bridge_join(port, params);
-    if !link.gate(port, Admit::Frame).await {
-        return None;
-    }
-    link.hand_over(port, join);
-    Some(session)
-}
-
-/// The Join of a bridge session (W2, W3, W11) and the session, framing the port.
-fn bridge_join(port: &Port, params: &BridgeParams) -> (bps_proto::Frame, Rc<BridgeSession>) {
     let publishes = params.addr.is_some();
     let addr = params.addr.unwrap_or_else(rand::random);
     let session = Rc::new(BridgeSession::new(
@@ -477,10 +469,12 @@ fn bridge_join(port: &Port, params: &BridgeParams) -> (bps_proto::Frame, Rc<Brid
     ));
     port.set_framing(Framing::Encoded(session.clone()), !publishes);
     port.set_bridged();
-    (
-        bps_proto::Frame::encode(&params.spec.to_join(&addr)),
-        session,
-    )
+    if !link.gate(port, Admit::Frame).await {
+        return None;
+    }
+    let join = bps_proto::Frame::encode(&params.spec.to_join(&addr));
+    link.hand_over(port, join);
+    Some(session)
 }
 
 /// Reads until a whole request head is there; `None` when the peer left first. The buffer
