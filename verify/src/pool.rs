@@ -120,6 +120,8 @@ pub struct Done<T> {
     pub run_us: u64,
     /// When its batch finished: the caller times how long the result took to reach it.
     pub finished: Instant,
+    /// Jobs in its batch: how much company the load gives a job.
+    pub batch_jobs: usize,
 }
 
 /// The queue was at `queue_jobs_max`, or the job's class at `queue_jobs_per_class_max`;
@@ -411,6 +413,7 @@ fn work<T>(
                 latency_us: micros(job.queued_at, finished),
                 run_us,
                 finished,
+                batch_jobs: taken,
             })
             .collect();
         shared.lock().verifying -= 1;

@@ -51,13 +51,14 @@ impl Shard {
     /// Applies up to `budget` verification results, the cohorts in turn; returns how many.
     pub(super) fn apply_results(&self, now: Millis, budget: usize) -> usize {
         let lanes = self.link.router.inbound();
-        let mut from_pool = 0;
+        let mut batch_jobs = 0;
         while let Some(done) = lanes.pop_result() {
+            batch_jobs = batch_jobs.max(done.batch_jobs);
             self.queue_result(done);
-            from_pool += 1;
         }
-        if from_pool > 0 {
-            self.pool_results_last.set(from_pool);
+        if batch_jobs > 0 {
+            let recent = self.pool_results_recent.get().saturating_sub(1);
+            self.pool_results_recent.set(batch_jobs.max(recent));
         }
         let mut applied = 0;
         while applied < budget && self.turn_deliveries.get() < DELIVERIES_PER_TURN_MAX {
@@ -213,15 +214,15 @@ impl Shard {
     /// Pool mode: whether a job is verified on this core rather than handed to the pool. Only
     /// when nothing is under way: the pool idle, none of this core's jobs in flight or
     /// waiting to be applied but those held here, of which at most
-    /// `verify.idle_inline_jobs_max`, and the pool's last results to this core no more than
-    /// that either. Such a job would be verified alone anyway; here it costs no wake of a
+    /// `verify.idle_inline_jobs_max`, and the pool's recent results to this core no more
+    /// than that either. Such a job would be verified alone anyway; here it costs no wake of a
     /// worker, no wake of this core for its result and no second turn, and it is written in
     /// the turn that read it (issue 23: on a core that shares its CPU with the worker, the
     /// job otherwise waited behind the previous publication's flush).
     /// Under load jobs are in flight, and they all go to the pool, whose batches check
     /// same-owner signatures together (measured: holding a few jobs every turn at a peak
     /// cost a tenth of the fan-out). Between two of its batches the pool is idle too; the
-    /// size of the last one tells that apart from a moderate load (measured at the N = 100
+    /// size of the recent ones tells that apart from a moderate load (measured at the N = 100
     /// peak: jobs held there made 42% of the writes carry at most 4 frames, against 2%).
     fn holds_here(&self, pool: &Pool<(CoreId, Ticket)>) -> bool {
         let held = self.inline_jobs.borrow().len();
@@ -231,7 +232,7 @@ impl Shard {
         let held_here = self.verifier.is_some()
             && nothing_else
             && held < held_max
-            && self.pool_results_last.get() <= held_max
+            && self.pool_results_recent.get() <= held_max
             && pool.is_idle();
         if held_here {
             self.link.metrics().verify_idle_inline.inc();
@@ -262,6 +263,7 @@ impl Shard {
         let started = Instant::now();
         verifier.borrow_mut().verify_batch(&requests, &mut results);
         let finished = Instant::now();
+        let batch_jobs = batch.len();
         for ((ticket, _, queued_at), result) in batch.into_iter().zip(results) {
             self.queue_result(VerifyDone {
                 tag: (self.link.core, ticket),
@@ -269,6 +271,7 @@ impl Shard {
                 latency_us: micros(queued_at, finished),
                 run_us: micros(started, finished),
                 finished,
+                batch_jobs,
             });
         }
     }
