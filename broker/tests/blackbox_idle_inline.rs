@@ -83,8 +83,9 @@ fn with_the_bound_at_zero_every_job_goes_to_the_pool() {
     assert_eq!(broker.metric("bps_verify_pool_jobs_total"), jobs);
 }
 
-#[test]
-fn a_burst_beyond_the_bound_arrives_whole_and_in_order() {
+/// A one-core broker holding at most 2 jobs, with one cohort's spectator, admin session and
+/// publisher.
+fn one_core_bound_two() -> (Broker, Session, Session, Publisher) {
     let broker = Broker::start(&[
         MANY_STREAMS_PER_PEER,
         "verify.idle_inline_jobs_max=2",
@@ -92,9 +93,15 @@ fn a_burst_beyond_the_bound_arrives_whole_and_in_order() {
     ]);
     let admin = key(1);
     let spec = explicit(1, &admin.address(), false);
-    let mut spectator = broker.join(&spec, &key(10).address());
-    let mut session = broker.join(&spec, &admin.address());
-    let mut chunks = publisher(&spec, &admin, &session);
+    let spectator = broker.join(&spec, &key(10).address());
+    let session = broker.join(&spec, &admin.address());
+    let chunks = publisher(&spec, &admin, &session);
+    (broker, spectator, session, chunks)
+}
+
+#[test]
+fn a_burst_beyond_the_bound_arrives_whole_and_in_order() {
+    let (broker, mut spectator, mut session, mut chunks) = one_core_bound_two();
     let payloads: Vec<Vec<u8>> = (0..40u8).map(|n| vec![n; 64 + usize::from(n)]).collect();
     let slices: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
     let sent = publish(&mut chunks, &mut session, &slices);
@@ -108,16 +115,7 @@ fn a_burst_beyond_the_bound_arrives_whole_and_in_order() {
 
 #[test]
 fn after_a_batch_larger_than_the_bound_the_next_lone_job_goes_to_the_pool() {
-    let broker = Broker::start(&[
-        MANY_STREAMS_PER_PEER,
-        "verify.idle_inline_jobs_max=2",
-        "server.cores=1",
-    ]);
-    let admin = key(1);
-    let spec = explicit(1, &admin.address(), false);
-    let mut spectator = broker.join(&spec, &key(10).address());
-    let mut session = broker.join(&spec, &admin.address());
-    let mut chunks = publisher(&spec, &admin, &session);
+    let (broker, mut spectator, mut session, mut chunks) = one_core_bound_two();
     let sent = publish_at_once(&mut chunks, &mut session, 40);
     expect_frames(&mut spectator, &bodies(&sent));
     broker.wait_metric("bps_accepted_data_total", 40);
