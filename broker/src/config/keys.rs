@@ -948,7 +948,7 @@ pub static KEYS: &[Key] = &[
         ),
         gate: None,
         reload: Reload::Restart,
-        why: "Pool mode: jobs a core verifies itself when nothing is under way (the pool idle, none of the core's other jobs in flight, and the pool's last results to the core no more than this: between the batches of a peak the pool is idle too), so a lone publication skips the hand-off to a worker and back and is written in the turn that read it. Under load every job goes to the pool, whose batches check same-owner signatures together. 0 = always hand off, as before issue 23. At most 16.",
+        why: "Pool mode: jobs a core verifies itself when nothing is under way (the pool idle, none of the core's other jobs in flight, and the pool's recent batches for the core no larger than this: between the batches of a peak the pool is idle too), so a lone publication skips the hand-off to a worker and back and is written in the turn that read it. Under load every job goes to the pool, whose batches check same-owner signatures together. 0 = always hand off, as before issue 23. At most 16.",
     },
     Key {
         section: "verify",

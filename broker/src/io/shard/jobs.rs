@@ -57,8 +57,8 @@ impl Shard {
             self.queue_result(done);
         }
         if batch_jobs > 0 {
-            let recent = self.pool_results_recent.get().saturating_sub(1);
-            self.pool_results_recent.set(batch_jobs.max(recent));
+            let recent = self.pool_batch_recent.get().saturating_sub(1);
+            self.pool_batch_recent.set(batch_jobs.max(recent));
         }
         let mut applied = 0;
         while applied < budget && self.turn_deliveries.get() < DELIVERIES_PER_TURN_MAX {
@@ -214,7 +214,7 @@ impl Shard {
     /// Pool mode: whether a job is verified on this core rather than handed to the pool. Only
     /// when nothing is under way: the pool idle, none of this core's jobs in flight or
     /// waiting to be applied but those held here, of which at most
-    /// `verify.idle_inline_jobs_max`, and the pool's recent results to this core no more
+    /// `verify.idle_inline_jobs_max`, and the pool's recent batches for this core no larger
     /// than that either. Such a job would be verified alone anyway; here it costs no wake of a
     /// worker, no wake of this core for its result and no second turn, and it is written in
     /// the turn that read it (issue 23: on a core that shares its CPU with the worker, the
@@ -232,7 +232,7 @@ impl Shard {
         let held_here = self.verifier.is_some()
             && nothing_else
             && held < held_max
-            && self.pool_results_recent.get() <= held_max
+            && self.pool_batch_recent.get() <= held_max
             && pool.is_idle();
         if held_here {
             self.link.metrics().verify_idle_inline.inc();

@@ -110,12 +110,12 @@ pub struct Shard {
     /// still in flight, so it is bounded by the frames in flight of every core).
     verifications: Cell<usize>,
     /// How large the pool's batches for this core are lately: the largest of the last turn
-    /// that took results and the previous figure less one, so the small batches at the end of a burst
-    /// do not hide it, and lone results bring it down one by one (from a whole batch, 64 by
-    /// default, within about as many publications: at a moderate load a few tens of ms). More than
-    /// `verify.idle_inline_jobs_max` says the pool is idle only between batches, and the
-    /// jobs go on to it (`holds_here`).
-    pool_results_recent: Cell<usize>,
+    /// that took results, or the previous figure less one. The small batches at the end of a
+    /// burst do not hide it, and lone results bring it down one by one (from a whole batch,
+    /// 64 by default, within about as many publications). Above
+    /// `verify.idle_inline_jobs_max` the pool is idle only between batches, and the jobs go
+    /// on to it (`holds_here`).
+    pool_batch_recent: Cell<usize>,
     /// Where each verification in flight came from.
     jobs: RefCell<HashMap<Ticket, JobOrigin>>,
     /// The tickets in flight of each stream that has some, with its class (at most the
@@ -164,7 +164,7 @@ impl Shard {
             inline_jobs: RefCell::new(FairQueue::new(in_flight_max, in_flight_max)),
             results: RefCell::new(FairQueue::new(in_flight_max, in_flight_max)),
             verifications: Cell::new(0),
-            pool_results_recent: Cell::new(0),
+            pool_batch_recent: Cell::new(0),
             jobs: RefCell::new(HashMap::new()),
             stream_jobs: RefCell::new(HashMap::new()),
             cancelled: RefCell::new(Vec::new()),
